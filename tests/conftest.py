@@ -1,0 +1,49 @@
+"""Suite-wide fixtures: thread-leak check and the `gpu` marker."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+# Keep TensorFlow quiet and deterministic enough for exact assertions on CPU.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _gpu_present() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _gpu_present():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU with a loaded driver")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads():
+    """Fail any test that leaves a thread running that it started."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 2.0
+    leaked = []
+    while time.monotonic() < deadline:
+        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not leaked:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"test leaked threads: {[t.name for t in leaked]}")

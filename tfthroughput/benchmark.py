@@ -1,0 +1,137 @@
+"""Measure how fast a ``tf.data.Dataset`` produces batches, like ``tfds.benchmark``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+
+@dataclass(frozen=True)
+class DatasetBenchmark:
+    """What :func:`benchmark_dataset` measured.
+
+    Attributes:
+        num_batches: Batches drawn from the dataset.
+        num_elements: Examples in those batches (leading dimension of each batch, or one per
+            batch when the dataset was benchmarked with ``batched=False``).
+        total_seconds: Wall time from creating the iterator to the last batch, in seconds.
+        first_batch_seconds: Latency of the first batch (iterator creation included), in
+            seconds. Pipelines that fill a shuffle buffer or a cache pay here.
+    """
+
+    num_batches: int
+    num_elements: int
+    total_seconds: float
+    first_batch_seconds: float
+
+    @property
+    def steady_seconds(self) -> float:
+        """Seconds spent after the first batch."""
+        return self.total_seconds - self.first_batch_seconds
+
+    @property
+    def batches_per_second(self) -> float:
+        """Batches per second after the first batch (all batches if there was only one)."""
+        if self.num_batches <= 1 or self.steady_seconds <= 0:
+            return _rate(self.num_batches, self.total_seconds)
+        return (self.num_batches - 1) / self.steady_seconds
+
+    @property
+    def elements_per_second(self) -> float:
+        """Examples per second over the whole run, first batch included."""
+        return _rate(self.num_elements, self.total_seconds)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.num_batches} batches, {self.num_elements} examples in "
+            f"{self.total_seconds:.3f} s: {self.elements_per_second:,.1f} examples/s, "
+            f"{self.batches_per_second:,.2f} batches/s after a first batch of "
+            f"{self.first_batch_seconds * 1000:.1f} ms"
+        )
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def _leading_dimension(batch: object) -> int:
+    first = tf.nest.flatten(batch)[0]
+    shape = getattr(first, "shape", ())
+    return int(shape[0]) if len(shape) else 1
+
+
+def benchmark_dataset(
+    dataset: tf.data.Dataset,
+    num_batches: int | None = None,
+    *,
+    batched: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> DatasetBenchmark:
+    """Iterate a dataset and time it.
+
+    Args:
+        dataset: The ``tf.data.Dataset`` to measure. It is iterated eagerly, exactly as
+            ``model.fit`` would pull from it.
+        num_batches: How many batches to draw. Defaults to ``None``: the whole dataset, which
+            must then be finite.
+        batched: Defaults to ``True``: each element is a batch and its examples are counted
+            from the leading dimension of its first component. ``False`` counts one example
+            per element.
+        clock: Seconds-returning clock, injectable for tests. Defaults to
+            ``time.perf_counter``.
+
+    Returns:
+        A frozen :class:`DatasetBenchmark`.
+
+    Raises:
+        TypeError: If ``dataset`` is not a ``tf.data.Dataset`` or ``num_batches`` is not an int.
+        ValueError: If ``num_batches`` is not positive, or the dataset is infinite and no
+            ``num_batches`` was given, or it yielded nothing.
+
+    Example:
+        >>> ds = tf.data.Dataset.range(64).batch(8)
+        >>> result = benchmark_dataset(ds)
+        >>> result.num_batches, result.num_elements
+        (8, 64)
+    """
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
+            f"of type {type(dataset).__name__}"
+        )
+    if num_batches is not None:
+        if isinstance(num_batches, bool) or not isinstance(num_batches, int):
+            raise TypeError(
+                f"`num_batches` must be an int or None. Received: num_batches={num_batches!r}"
+            )
+        if num_batches <= 0:
+            raise ValueError(
+                f"`num_batches` must be a positive int. Received: num_batches={num_batches}"
+            )
+        dataset = dataset.take(num_batches)
+    elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+        raise ValueError(
+            "`dataset` is infinite (it repeats forever), so `num_batches` must be given. "
+            "Received: num_batches=None"
+        )
+
+    batches = elements = 0
+    first_batch_seconds = 0.0
+    start = clock()
+    for batch in dataset:
+        batches += 1
+        elements += _leading_dimension(batch) if batched else 1
+        if batches == 1:
+            first_batch_seconds = clock() - start
+    total_seconds = clock() - start
+    if batches == 0:
+        raise ValueError(f"`dataset` yielded no element. Received: dataset={dataset!r}")
+    return DatasetBenchmark(
+        num_batches=batches,
+        num_elements=elements,
+        total_seconds=total_seconds,
+        first_batch_seconds=first_batch_seconds,
+    )
