@@ -15,7 +15,13 @@ __version__ = "0.1.0"
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "DatasetBenchmark": "tfthroughput.benchmark",
+    "GPUMonitor": "tfthroughput.monitor",
+    "HostSource": "tfthroughput.sources",
+    "MetricStats": "tfthroughput.stats",
+    "MonitoringWarning": "tfthroughput.sources",
+    "Sampler": "tfthroughput.sampler",
     "benchmark_dataset": "tfthroughput.benchmark",
+    "default_sources": "tfthroughput.sources",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,199 @@
+"""Background sampling of sources into windows of per-metric statistics.
+
+The sampler imports neither TensorFlow nor Keras: it runs under plain Python with pynvml and
+psutil, so it can be used outside Keras and checked on machines without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from array import array
+from collections.abc import Callable, Iterable
+from numbers import Real
+
+from tfthroughput.sources import MonitoringWarning, Source, SourceLost
+from tfthroughput.stats import MetricStats, summarize
+
+MIN_INTERVAL_SECONDS = 0.05
+
+
+def validate_interval(interval: object) -> float:
+    """Check a sampling interval in seconds; returns it as a float.
+
+    Raises:
+        TypeError: If it is not a real number (booleans are rejected).
+        ValueError: If it is below ``MIN_INTERVAL_SECONDS`` (0.05 s).
+    """
+    if isinstance(interval, bool) or not isinstance(interval, Real):
+        raise TypeError(
+            f"`interval` must be a number of seconds. Received: interval={interval!r}"
+        )
+    if not interval > 0:
+        raise ValueError(
+            f"`interval` must be a positive number of seconds. Received: interval={interval!r}"
+        )
+    if interval < MIN_INTERVAL_SECONDS:
+        raise ValueError(
+            f"`interval` must be at least {MIN_INTERVAL_SECONDS} s: NVML's counters do not "
+            f"update faster. Received: interval={interval!r}"
+        )
+    return float(interval)
+
+
+class Sampler:
+    """Reads every source at a fixed interval on a daemon thread and keeps a window of samples.
+
+    Samples are keyed ``"<source name>/<metric>"`` (e.g. ``"gpu0/utilization_percent"``).
+    :meth:`collect` summarises the window since the previous call and starts a new one.
+    A fault in a source never leaves the thread: a lost source is dropped with one warning,
+    any other error is warned about once per source and kind, and sampling goes on.
+
+    Args:
+        sources: The sources to read (see :mod:`tfthroughput.sources`).
+        interval: Seconds between samples. Defaults to 1.0; at least 0.05.
+        keep_running: Optional predicate checked before each sample; when it returns False
+            the sampler calls ``on_abandoned`` and its thread ends. Adapters use it to notice
+            that the code they monitor has stopped without telling them.
+        on_abandoned: Called on the sampler thread when ``keep_running`` returns False.
+        clock: Monotonic seconds, injectable for tests. Defaults to ``time.monotonic``.
+
+    Example:
+        >>> from tfthroughput.sources import HostSource
+        >>> with Sampler([HostSource()], interval=0.1) as sampler:
+        ...     time.sleep(0.5)
+        ...     stats = sampler.collect()
+        >>> stats["host/cpu_percent"].count >= 1
+        True
+    """
+
+    def __init__(
+        self,
+        sources: Iterable[Source],
+        interval: float = 1.0,
+        *,
+        keep_running: Callable[[], bool] | None = None,
+        on_abandoned: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval = validate_interval(interval)
+        self._sources = list(sources)
+        for source in self._sources:
+            if not isinstance(source, Source):
+                raise TypeError(
+                    "`sources` must contain objects with `name`, `read()` and `close()`. "
+                    f"Received: {source!r}"
+                )
+        self._keep_running = keep_running
+        self._on_abandoned = on_abandoned
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._window: dict[str, array] = {}
+        self._window_start = clock()
+        self._warned: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost: dict[str, str] = {}
+
+    @property
+    def source_names(self) -> list[str]:
+        return [source.name for source in self._sources]
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def sample_once(self) -> None:
+        """Read every source once and add the values to the current window."""
+        readings: list[tuple[str, float]] = []
+        for source in list(self._sources):
+            try:
+                values = source.read()
+            except SourceLost as error:
+                self._drop(source, str(error))
+                continue
+            except Exception as error:  # noqa: BLE001 - sampling must never break training
+                self._warn_once(source.name, type(error).__name__, f"{source.name}: {error!r}")
+                continue
+            readings.extend((f"{source.name}/{metric}", value) for metric, value in values.items())
+        with self._lock:
+            for key, value in readings:
+                self._window.setdefault(key, array("d")).append(value)
+
+    def collect(self, *, sample_now: bool = False) -> dict[str, MetricStats]:
+        """Summarise the samples since the last call and start a new window.
+
+        Args:
+            sample_now: Take one sample first, so that a window shorter than the interval
+                still has a value. Defaults to False.
+
+        Returns:
+            Statistics per ``"<source>/<metric>"`` key with at least one sample.
+        """
+        if sample_now:
+            self.sample_once()
+        with self._lock:
+            window, self._window = self._window, {}
+            self._window_start = self._clock()
+        return {key: summarize(values) for key, values in sorted(window.items()) if values}
+
+    def seconds_since_collect(self) -> float:
+        return self._clock() - self._window_start
+
+    def start(self) -> Sampler:
+        """Start the sampling thread (idempotent while running)."""
+        if self.running:
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="tfthroughput-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and close the sources. Samples already taken stay collectable."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._close_sources()
+
+    def _close_sources(self) -> None:
+        for source in self._sources:
+            try:
+                source.close()
+            except Exception as error:  # noqa: BLE001
+                self._warn_once(source.name, "close", f"{source.name}: closing failed: {error!r}")
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                if self._keep_running is not None and not self._keep_running():
+                    self._stop.set()
+                    if self._on_abandoned is not None:
+                        self._on_abandoned()
+                    self._close_sources()
+                    return
+                self.sample_once()
+        except Exception as error:  # noqa: BLE001 - last line of defence for the thread
+            self._warn_once("sampler", type(error).__name__, f"sampling stopped: {error!r}")
+
+    def _drop(self, source: Source, reason: str) -> None:
+        self._sources.remove(source)
+        self.lost[source.name] = reason
+        warnings.warn(reason, MonitoringWarning, stacklevel=3)
+        try:
+            source.close()
+        except Exception:  # noqa: BLE001 - a lost device may fail to close; it is gone anyway
+            pass
+
+    def _warn_once(self, source_name: str, kind: str, message: str) -> None:
+        if (source_name, kind) not in self._warned:
+            self._warned.add((source_name, kind))
+            warnings.warn(message, MonitoringWarning, stacklevel=3)
