@@ -352,3 +352,54 @@ def test_no_library_raises_library_not_found():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "LibraryNotFound 12"
+
+
+def test_concurrent_calls_are_counted_exactly(fake_nvml_dir):
+    # ctypes releases the GIL around each call, so a sampler thread really runs alongside the
+    # caller; the fake's lock keeps its counters exact.
+    out = _run_json(
+        """
+        import json
+        import threading
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+        def poll():
+            for _ in range(500):
+                pynvml.nvmlDeviceGetUtilizationRates(h)
+
+        threads = [threading.Thread(target=poll) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps(pynvml.nvmlLib.fakeNvmlUtilizationCallCount(0)))
+        """,
+        fake_nvml_dir,
+    )
+    assert out == 2000
+
+
+def test_reset_forgets_counters_and_open_inits(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlDeviceGetUtilizationRates(pynvml.nvmlDeviceGetHandleByIndex(1))
+        lib = pynvml.nvmlLib
+        before = [lib.fakeNvmlInitCount(), lib.fakeNvmlUtilizationCallCount(1)]
+        lib.fakeNvmlReset()
+        after = [lib.fakeNvmlInitCount(), lib.fakeNvmlUtilizationCallCount(1)]
+        try:
+            pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError_Uninitialized:
+            after.append("uninitialized")
+        print(json.dumps([before, after]))
+        """,
+        fake_nvml_dir,
+    )
+    assert out == [[1, 1], [0, 0, "uninitialized"]]

@@ -43,6 +43,9 @@
  *   unsigned int fakeNvmlShutdownCount(void)  successful nvmlShutdown calls so far
  *   unsigned int fakeNvmlUtilizationCallCount(unsigned int index)
  *                                             successful nvmlDeviceGetUtilizationRates calls
+ *   void fakeNvmlReset(void)                  forgets all of the above and any nvmlInit* still
+ *                                             open (for loading the fake into a test process
+ *                                             itself, where it outlives one test)
  *
  * All state is guarded by one mutex: pynvml (ctypes) releases the GIL around calls, so a
  * sampler thread and the main thread may call in concurrently.
@@ -570,4 +573,14 @@ EXPORT unsigned int fakeNvmlUtilizationCallCount(unsigned int index) {
     unsigned int value = index < MAX_DEVICES ? g_util_calls[index] : 0;
     pthread_mutex_unlock(&g_lock);
     return value;
+}
+
+EXPORT void fakeNvmlReset(void) {
+    pthread_mutex_lock(&g_lock);
+    g_init_refcount = 0;
+    g_init_count = 0;
+    g_shutdown_count = 0;
+    g_gpm_sequence = 0;
+    memset(g_util_calls, 0, sizeof g_util_calls);
+    pthread_mutex_unlock(&g_lock);
 }
