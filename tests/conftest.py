@@ -47,3 +47,15 @@ def no_leaked_threads():
             return
         time.sleep(0.05)
     pytest.fail(f"test leaked threads: {[t.name for t in leaked]}")
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_dir(tmp_path_factory):
+    """Folder holding the fake `libnvidia-ml.so.1`, compiled once per test session.
+
+    Use it with `fake_nvml.run_python_with_fake_nvml(code, fake_nvml_dir, env=...)`; skips the
+    test when no C compiler is available.
+    """
+    from fake_nvml import build_fake_nvml
+
+    return build_fake_nvml(tmp_path_factory.mktemp("fake_nvml"))

@@ -1,0 +1,586 @@
+/*
+ * Fake NVML: a tiny stand-in for libnvidia-ml.so.1 so that the real `pynvml` bindings
+ * (package nvidia-ml-py) can be driven in tests on machines without an NVIDIA GPU.
+ *
+ * Built by tests/fake_nvml/__init__.py:
+ *     cc -shared -fPIC -O1 -pthread -o DIR/libnvidia-ml.so.1 fake_nvml.c
+ * and loaded by pynvml through `LD_LIBRARY_PATH=DIR` in a child process.
+ *
+ * Behaviour is set by environment variables, read by nvmlInit* whenever the library is not
+ * already initialised (the first init, or a re-init after a full shutdown):
+ *
+ *   FAKE_NVML_DEVICE_COUNT   number of devices, 0..64 (default 2).
+ *   FAKE_NVML_INIT_ERROR     an nvmlReturn_t number that nvmlInit* returns instead of success,
+ *                            e.g. 9 (NVML_ERROR_DRIVER_NOT_LOADED). Unset or 0: success.
+ *   FAKE_NVML_UNSUPPORTED    comma-separated exported function names (e.g.
+ *                            "nvmlDeviceGetPowerUsage,nvmlDeviceGetTemperature") that return
+ *                            NVML_ERROR_NOT_SUPPORTED (3) for every device.
+ *   FAKE_NVML_LOST_INDEX     index of a device that falls off the bus ...
+ *   FAKE_NVML_LOST_AFTER     ... once nvmlDeviceGetUtilizationRates has succeeded this many
+ *                            times for it (default 0: lost from the start). From then on every
+ *                            per-device call for it (handle look-ups included) returns
+ *                            NVML_ERROR_GPU_IS_LOST (15); other devices keep answering.
+ *   FAKE_NVML_GPM_SUPPORTED  "1": nvmlGpmQueryDeviceSupport reports support and GPM sampling
+ *                            works; otherwise isSupportedDevice = 0 and the GPM sample calls
+ *                            return NVML_ERROR_NOT_SUPPORTED.
+ *
+ * Deterministic values for device i:
+ *   UUID "GPU-00000000-0000-0000-0000-%012d" (i zero-padded to 12 digits), name "Fake GPU i",
+ *   utilization gpu = 40 + i %, memory = 20 + i %,
+ *   memory total = 80 GiB, used = (1 + i) GiB, free = total - used, reserved = 0 (v2),
+ *   power = 150000 + 1000 * i mW, temperature (NVML_TEMPERATURE_GPU) = 50 + i C,
+ *   clocks: graphics = SM = 1500 + i MHz, memory = 2600 + i MHz, video = 1300 + i MHz,
+ *   CUDA compute capability 9.0; driver version "550.00.fake", NVML version "12.550.00.fake".
+ *   GPM (when supported): GRAPHICS_UTIL = 70 + i, SM_UTIL = 60 + i, SM_OCCUPANCY = 30 + i,
+ *   ANY/HMMA_TENSOR_UTIL = 25 + i, DFMA/IMMA_TENSOR_UTIL = 0, DRAM_BW_UTIL = 35 + i (percent);
+ *   any other metric id gets nvmlReturn = NVML_ERROR_NOT_SUPPORTED.
+ *
+ * Like real NVML, init is reference counted: nvmlShutdown undoes one nvmlInit*, and every
+ * query made while not initialised returns NVML_ERROR_UNINITIALIZED (1).
+ *
+ * Test-only introspection symbols (not part of NVML), read with ctypes:
+ *   unsigned int fakeNvmlInitCount(void)      successful nvmlInit* calls so far in the process
+ *   unsigned int fakeNvmlShutdownCount(void)  successful nvmlShutdown calls so far
+ *   unsigned int fakeNvmlUtilizationCallCount(unsigned int index)
+ *                                             successful nvmlDeviceGetUtilizationRates calls
+ *   void fakeNvmlReset(void)                  forgets all of the above and any nvmlInit* still
+ *                                             open (for loading the fake into a test process
+ *                                             itself, where it outlives one test)
+ *
+ * All state is guarded by one mutex: pynvml (ctypes) releases the GIL around calls, so a
+ * sampler thread and the main thread may call in concurrently.
+ */
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int nvmlReturn_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define MAX_DEVICES 64
+#define GIB (1024ULL * 1024ULL * 1024ULL)
+#define UNSUPPORTED_LIST_SIZE 4096
+
+typedef struct {
+    unsigned int index;
+} fake_device_t;
+typedef fake_device_t *nvmlDevice_t;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+/* sizeof(nvmlMemory_v2_t) | (2 << 24), as in nvml.h and pynvml's `nvmlMemory_v2`. */
+#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+typedef struct {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+typedef struct {
+    int filled;
+    unsigned int device_index;
+    unsigned long long sequence;
+} fake_gpm_sample_t;
+typedef fake_gpm_sample_t *nvmlGpmSample_t;
+
+typedef struct {
+    char *shortName;
+    char *longName;
+    char *unit;
+} nvmlGpmMetricInfo_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[]; /* pynvml allocates NVML_GPM_METRIC_MAX entries. */
+} nvmlGpmMetricsGet_t;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_device_t g_devices[MAX_DEVICES];
+static unsigned int g_init_refcount = 0;
+static unsigned int g_init_count = 0;
+static unsigned int g_shutdown_count = 0;
+static unsigned int g_device_count = 2;
+static char g_unsupported[UNSUPPORTED_LIST_SIZE] = "";
+static long g_lost_index = -1;
+static unsigned long g_lost_after = 0;
+static int g_gpm_supported = 0;
+static unsigned int g_util_calls[MAX_DEVICES];
+static unsigned long long g_gpm_sequence = 0;
+
+static long env_long(const char *name, long fallback) {
+    const char *value = getenv(name);
+    if (value == NULL || *value == '\0') return fallback;
+    char *end = NULL;
+    long parsed = strtol(value, &end, 10);
+    return (end != NULL && *end == '\0') ? parsed : fallback;
+}
+
+static void read_config(void) {
+    long count = env_long("FAKE_NVML_DEVICE_COUNT", 2);
+    if (count < 0) count = 0;
+    if (count > MAX_DEVICES) count = MAX_DEVICES;
+    g_device_count = (unsigned int)count;
+    const char *unsupported = getenv("FAKE_NVML_UNSUPPORTED");
+    /* Stored as ",a,b," so that a lookup of ",name," matches whole names only. */
+    snprintf(g_unsupported, sizeof g_unsupported, ",%s,", unsupported ? unsupported : "");
+    for (char *p = g_unsupported; *p; ++p) {
+        if (*p == ' ') *p = ',';
+    }
+    g_lost_index = env_long("FAKE_NVML_LOST_INDEX", -1);
+    long after = env_long("FAKE_NVML_LOST_AFTER", 0);
+    g_lost_after = after < 0 ? 0 : (unsigned long)after;
+    g_gpm_supported = env_long("FAKE_NVML_GPM_SUPPORTED", 0) == 1;
+    for (unsigned int i = 0; i < MAX_DEVICES; ++i) g_devices[i].index = i;
+}
+
+static int is_unsupported(const char *function) {
+    char needle[256];
+    snprintf(needle, sizeof needle, ",%s,", function);
+    return strstr(g_unsupported, needle) != NULL;
+}
+
+static int is_lost(unsigned int index) {
+    return g_lost_index >= 0 && (unsigned long)g_lost_index == index &&
+           g_util_calls[index] >= g_lost_after;
+}
+
+/* Common checks for a per-device call; on success stores the device index. */
+static nvmlReturn_t check_device(const char *function, nvmlDevice_t device, unsigned int *index) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (device < &g_devices[0] || device >= &g_devices[g_device_count])
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = device->index;
+    if (is_lost(*index)) return NVML_ERROR_GPU_IS_LOST;
+    if (is_unsupported(function)) return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t copy_string(char *out, unsigned int length, const char *value) {
+    if (out == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(value) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, value, strlen(value) + 1);
+    return NVML_SUCCESS;
+}
+
+static void format_uuid(char *out, size_t size, unsigned int index) {
+    snprintf(out, size, "GPU-00000000-0000-0000-0000-%012u", index);
+}
+
+#define LOCKED(call)                       \
+    do {                                   \
+        pthread_mutex_lock(&g_lock);       \
+        nvmlReturn_t _ret = (call);        \
+        pthread_mutex_unlock(&g_lock);     \
+        return _ret;                       \
+    } while (0)
+
+/* ---- init / shutdown / system ---------------------------------------------------------- */
+
+static nvmlReturn_t do_init(void) {
+    if (g_init_refcount == 0) read_config();
+    long error = env_long("FAKE_NVML_INIT_ERROR", 0);
+    if (error != 0) return (nvmlReturn_t)error;
+    g_init_refcount++;
+    g_init_count++;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    LOCKED(do_init());
+}
+EXPORT nvmlReturn_t nvmlInit_v2(void) { LOCKED(do_init()); }
+EXPORT nvmlReturn_t nvmlInit(void) { LOCKED(do_init()); }
+
+static nvmlReturn_t do_shutdown(void) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    g_init_refcount--;
+    g_shutdown_count++;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlShutdown(void) { LOCKED(do_shutdown()); }
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+        case 0: return "Success";
+        case 1: return "Uninitialized";
+        case 2: return "Invalid Argument";
+        case 3: return "Not Supported";
+        case 4: return "Insufficient Permissions";
+        case 5: return "Already Initialized";
+        case 6: return "Not Found";
+        case 7: return "Insufficient Size";
+        case 8: return "Insufficient External Power";
+        case 9: return "Driver Not Loaded";
+        case 10: return "Timeout";
+        case 12: return "NVML Shared Library Not Found";
+        case 13: return "Function Not Found";
+        case 15: return "GPU is lost";
+        case 25: return "Argument Version Mismatch";
+        default: return "Unknown Error";
+    }
+}
+
+static nvmlReturn_t system_string(const char *function, char *out, unsigned int length,
+                                  const char *value) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (is_unsupported(function)) return NVML_ERROR_NOT_SUPPORTED;
+    return copy_string(out, length, value);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    LOCKED(system_string("nvmlSystemGetDriverVersion", version, length, "550.00.fake"));
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    LOCKED(system_string("nvmlSystemGetNVMLVersion", version, length, "12.550.00.fake"));
+}
+
+/* ---- device enumeration ---------------------------------------------------------------- */
+
+static nvmlReturn_t do_count(unsigned int *count) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = g_device_count;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) { LOCKED(do_count(count)); }
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { LOCKED(do_count(count)); }
+
+static nvmlReturn_t do_handle_by_index(unsigned int index, nvmlDevice_t *device) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (device == NULL || index >= g_device_count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (is_lost(index)) return NVML_ERROR_GPU_IS_LOST;
+    *device = &g_devices[index];
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    LOCKED(do_handle_by_index(index, device));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+    LOCKED(do_handle_by_index(index, device));
+}
+
+static nvmlReturn_t do_handle_by_uuid(const char *uuid, nvmlDevice_t *device) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (uuid == NULL || device == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    char candidate[96];
+    for (unsigned int i = 0; i < g_device_count; ++i) {
+        format_uuid(candidate, sizeof candidate, i);
+        if (strcmp(candidate, uuid) == 0) {
+            if (is_lost(i)) return NVML_ERROR_GPU_IS_LOST;
+            *device = &g_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    LOCKED(do_handle_by_uuid(uuid, device));
+}
+
+/* ---- per-device queries ---------------------------------------------------------------- */
+
+static nvmlReturn_t do_uuid(nvmlDevice_t device, char *out, unsigned int length) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetUUID", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    char value[96];
+    format_uuid(value, sizeof value, i);
+    return copy_string(out, length, value);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    LOCKED(do_uuid(device, uuid, length));
+}
+
+static nvmlReturn_t do_name(nvmlDevice_t device, char *out, unsigned int length) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetName", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    char value[96];
+    snprintf(value, sizeof value, "Fake GPU %u", i);
+    return copy_string(out, length, value);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    LOCKED(do_name(device, name, length));
+}
+
+static nvmlReturn_t do_index(nvmlDevice_t device, unsigned int *index) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetIndex", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (index == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = i;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    LOCKED(do_index(device, index));
+}
+
+static nvmlReturn_t do_utilization(nvmlDevice_t device, nvmlUtilization_t *utilization) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetUtilizationRates", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (utilization == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    utilization->gpu = 40 + i;
+    utilization->memory = 20 + i;
+    g_util_calls[i]++;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                  nvmlUtilization_t *utilization) {
+    LOCKED(do_utilization(device, utilization));
+}
+
+static nvmlReturn_t do_memory(nvmlDevice_t device, nvmlMemory_t *memory) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetMemoryInfo", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    memory->total = 80 * GIB;
+    memory->used = (1ULL + i) * GIB;
+    memory->free = memory->total - memory->used;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+    LOCKED(do_memory(device, memory));
+}
+
+static nvmlReturn_t do_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetMemoryInfo_v2", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory->total = 80 * GIB;
+    memory->reserved = 0;
+    memory->used = (1ULL + i) * GIB;
+    memory->free = memory->total - memory->reserved - memory->used;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    LOCKED(do_memory_v2(device, memory));
+}
+
+static nvmlReturn_t do_power(nvmlDevice_t device, unsigned int *power) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetPowerUsage", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (power == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *power = 150000 + 1000 * i;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+    LOCKED(do_power(device, power));
+}
+
+static nvmlReturn_t do_temperature(nvmlDevice_t device, unsigned int sensor, unsigned int *temp) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetTemperature", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (temp == NULL || sensor != 0 /* NVML_TEMPERATURE_GPU */) return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = 50 + i;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, unsigned int sensor,
+                                             unsigned int *temp) {
+    LOCKED(do_temperature(device, sensor, temp));
+}
+
+static nvmlReturn_t do_clock(nvmlDevice_t device, unsigned int type, unsigned int *clock) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetClockInfo", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (clock == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    switch (type) {
+        case 0: /* NVML_CLOCK_GRAPHICS */
+        case 1: /* NVML_CLOCK_SM */
+            *clock = 1500 + i;
+            return NVML_SUCCESS;
+        case 2: /* NVML_CLOCK_MEM */
+            *clock = 2600 + i;
+            return NVML_SUCCESS;
+        case 3: /* NVML_CLOCK_VIDEO */
+            *clock = 1300 + i;
+            return NVML_SUCCESS;
+        default:
+            return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type,
+                                           unsigned int *clock) {
+    LOCKED(do_clock(device, type, clock));
+}
+
+static nvmlReturn_t do_compute_capability(nvmlDevice_t device, int *major, int *minor) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetCudaComputeCapability", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (major == NULL || minor == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *major = 9;
+    *minor = 0;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                       int *minor) {
+    LOCKED(do_compute_capability(device, major, minor));
+}
+
+/* ---- GPM -------------------------------------------------------------------------------- */
+
+static nvmlReturn_t do_gpm_support(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlGpmQueryDeviceSupport", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (support == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (support->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    support->isSupportedDevice = g_gpm_supported ? 1 : 0;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    LOCKED(do_gpm_support(device, support));
+}
+
+static nvmlReturn_t do_gpm_alloc(nvmlGpmSample_t *sample) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (sample == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    *sample = calloc(1, sizeof(fake_gpm_sample_t));
+    return *sample == NULL ? 20 /* NVML_ERROR_MEMORY */ : NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) { LOCKED(do_gpm_alloc(sample)); }
+
+static nvmlReturn_t do_gpm_free(nvmlGpmSample_t sample) {
+    if (sample == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    free(sample);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) { LOCKED(do_gpm_free(sample)); }
+
+static nvmlReturn_t do_gpm_get(nvmlDevice_t device, nvmlGpmSample_t sample) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlGpmSampleGet", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (!g_gpm_supported) return NVML_ERROR_NOT_SUPPORTED;
+    if (sample == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    sample->filled = 1;
+    sample->device_index = i;
+    sample->sequence = ++g_gpm_sequence;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+    LOCKED(do_gpm_get(device, sample));
+}
+
+static char k_percent[] = "%";
+static char k_none[] = "";
+
+static nvmlReturn_t do_gpm_metrics(nvmlGpmMetricsGet_t *request) {
+    if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
+    if (is_unsupported("nvmlGpmMetricsGet") || !g_gpm_supported) return NVML_ERROR_NOT_SUPPORTED;
+    if (request == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (request->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlGpmSample_t s1 = request->sample1, s2 = request->sample2;
+    /* Two filled samples of one device, the second taken after the first. */
+    if (s1 == NULL || s2 == NULL || !s1->filled || !s2->filled ||
+        s1->device_index != s2->device_index || s2->sequence <= s1->sequence)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int i = s1->device_index;
+    if (is_lost(i)) return NVML_ERROR_GPU_IS_LOST;
+    for (unsigned int m = 0; m < request->numMetrics; ++m) {
+        nvmlGpmMetric_t *metric = &request->metrics[m];
+        double value = 0.0;
+        nvmlReturn_t ret = NVML_SUCCESS;
+        switch (metric->metricId) {
+            case 1: value = 70 + i; break;  /* GRAPHICS_UTIL */
+            case 2: value = 60 + i; break;  /* SM_UTIL */
+            case 3: value = 30 + i; break;  /* SM_OCCUPANCY */
+            case 5: value = 25 + i; break;  /* ANY_TENSOR_UTIL */
+            case 6: value = 0; break;       /* DFMA_TENSOR_UTIL */
+            case 7: value = 25 + i; break;  /* HMMA_TENSOR_UTIL */
+            case 9: value = 0; break;       /* IMMA_TENSOR_UTIL */
+            case 10: value = 35 + i; break; /* DRAM_BW_UTIL */
+            default: ret = NVML_ERROR_NOT_SUPPORTED;
+        }
+        metric->nvmlReturn = ret;
+        metric->value = value;
+        metric->metricInfo.shortName = k_none;
+        metric->metricInfo.longName = k_none;
+        metric->metricInfo.unit = ret == NVML_SUCCESS ? k_percent : k_none;
+    }
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *request) {
+    LOCKED(do_gpm_metrics(request));
+}
+
+/* ---- test-only introspection ------------------------------------------------------------ */
+
+EXPORT unsigned int fakeNvmlInitCount(void) {
+    pthread_mutex_lock(&g_lock);
+    unsigned int value = g_init_count;
+    pthread_mutex_unlock(&g_lock);
+    return value;
+}
+
+EXPORT unsigned int fakeNvmlShutdownCount(void) {
+    pthread_mutex_lock(&g_lock);
+    unsigned int value = g_shutdown_count;
+    pthread_mutex_unlock(&g_lock);
+    return value;
+}
+
+EXPORT unsigned int fakeNvmlUtilizationCallCount(unsigned int index) {
+    pthread_mutex_lock(&g_lock);
+    unsigned int value = index < MAX_DEVICES ? g_util_calls[index] : 0;
+    pthread_mutex_unlock(&g_lock);
+    return value;
+}
+
+EXPORT void fakeNvmlReset(void) {
+    pthread_mutex_lock(&g_lock);
+    g_init_refcount = 0;
+    g_init_count = 0;
+    g_shutdown_count = 0;
+    g_gpm_sequence = 0;
+    memset(g_util_calls, 0, sizeof g_util_calls);
+    pthread_mutex_unlock(&g_lock);
+}
