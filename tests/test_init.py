@@ -9,7 +9,13 @@ import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
     "DatasetBenchmark",
+    "GPUMonitor",
+    "HostSource",
+    "MetricStats",
+    "MonitoringWarning",
+    "Sampler",
     "benchmark_dataset",
+    "default_sources",
 ]
 
 

@@ -7,7 +7,8 @@ from tfthroughput.stats import MetricStats, summarize
 
 
 @pytest.mark.parametrize(
-    "samples", [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], [3.5, 1.0], [5, 1, 9, 2, 7, 7, 8]]
+    "samples",
+    [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], [3.5, 1.0], [5, 1, 9, 2, 7, 7, 8]],
 )
 def test_statistics_match_numpy(samples):
     stats = summarize(samples)
@@ -24,7 +25,11 @@ def test_a_single_sample_is_every_statistic():
 
 def test_as_dict_lists_every_statistic():
     assert summarize([1.0, 3.0]).as_dict() == {
-        "mean": 2.0, "min": 1.0, "max": 3.0, "p95": 2.9, "count": 2
+        "mean": 2.0,
+        "min": 1.0,
+        "max": 3.0,
+        "p95": 2.9,
+        "count": 2,
     }
 
 

@@ -26,8 +26,7 @@ class NVMLUnavailable(RuntimeError):
 def _explain(error: BaseException, pynvml: ModuleType | None) -> str:
     if pynvml is None:
         return (
-            "the `pynvml` module is missing: install it with `pip install nvidia-ml-py` "
-            f"({error})"
+            f"the `pynvml` module is missing: install it with `pip install nvidia-ml-py` ({error})"
         )
     code = getattr(error, "value", None)
     if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:

@@ -23,25 +23,45 @@ class Metric:
 
 
 GPU_METRICS: tuple[Metric, ...] = (
-    Metric("utilization_percent", "%", "gpu",
-           "NVML GPU-Util: share of the sample period in which any kernel was running."),
-    Metric("memory_utilization_percent", "%", "gpu",
-           "Share of the sample period in which device memory was read or written."),
+    Metric(
+        "utilization_percent",
+        "%",
+        "gpu",
+        "NVML GPU-Util: share of the sample period in which any kernel was running.",
+    ),
+    Metric(
+        "memory_utilization_percent",
+        "%",
+        "gpu",
+        "Share of the sample period in which device memory was read or written.",
+    ),
     Metric("memory_used_gib", "GiB", "gpu", "Device memory in use (all processes)."),
     Metric("memory_used_percent", "%", "gpu", "Device memory in use, as a share of the total."),
     Metric("power_watts", "W", "gpu", "Board power draw."),
     Metric("temperature_celsius", "degC", "gpu", "GPU core temperature."),
     Metric("sm_clock_mhz", "MHz", "gpu", "Current SM clock."),
-    Metric("sm_activity_percent", "%", "gpu",
-           "GPM (Hopper and newer): share of SMs busy, averaged over the sample period."),
-    Metric("tensor_activity_percent", "%", "gpu",
-           "GPM (Hopper and newer): share of time the SMs ran any tensor-core instruction."),
+    Metric(
+        "sm_activity_percent",
+        "%",
+        "gpu",
+        "GPM (Hopper and newer): share of SMs busy, averaged over the sample period.",
+    ),
+    Metric(
+        "tensor_activity_percent",
+        "%",
+        "gpu",
+        "GPM (Hopper and newer): share of time the SMs ran any tensor-core instruction.",
+    ),
 )
 
 HOST_METRICS: tuple[Metric, ...] = (
     Metric("cpu_percent", "%", "host", "System-wide CPU utilization, all cores (0-100)."),
-    Metric("process_cpu_percent", "%", "host",
-           "CPU used by this process, in percent of one core (can exceed 100)."),
+    Metric(
+        "process_cpu_percent",
+        "%",
+        "host",
+        "CPU used by this process, in percent of one core (can exceed 100).",
+    ),
     Metric("process_rss_gib", "GiB", "host", "Resident memory of this process."),
     Metric("ram_used_percent", "%", "host", "System RAM in use."),
 )
@@ -61,8 +81,7 @@ def validate_metric_names(metrics: object) -> frozenset[str] | None:
         return None
     if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
         raise TypeError(
-            "`metrics` must be an iterable of metric names or None. "
-            f"Received: metrics={metrics!r}"
+            f"`metrics` must be an iterable of metric names or None. Received: metrics={metrics!r}"
         )
     selected = list(metrics)
     bad_types = [name for name in selected if not isinstance(name, str)]

@@ -19,6 +19,7 @@ from types import FrameType
 import keras
 import tensorflow as tf
 
+from tfthroughput.dashboard import write_layout
 from tfthroughput.metrics import validate_metric_names
 from tfthroughput.sampler import Sampler, validate_interval
 from tfthroughput.sources import MonitoringWarning, Source, default_sources
@@ -166,7 +167,9 @@ class GPUMonitor(keras.callbacks.Callback):
                 f"`log_dir` is not writable ({error.strerror or error}); GPUMonitor needs to "
                 f"create {run_dir!r}. Received: log_dir={self.log_dir!r}"
             ) from error
-        return tf.summary.create_file_writer(run_dir)
+        writer = tf.summary.create_file_writer(run_dir)
+        write_layout(writer)
+        return writer
 
     def _optimizer_iterations(self) -> int | None:
         optimizer = getattr(self.model, "optimizer", None)
@@ -174,7 +177,7 @@ class GPUMonitor(keras.callbacks.Callback):
         if iterations is None:
             return None
         try:
-            return int(keras.ops.convert_to_numpy(iterations))
+            return int(iterations.numpy())
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 

@@ -27,9 +27,7 @@ def validate_interval(interval: object) -> float:
         ValueError: If it is below ``MIN_INTERVAL_SECONDS`` (0.05 s).
     """
     if isinstance(interval, bool) or not isinstance(interval, Real):
-        raise TypeError(
-            f"`interval` must be a number of seconds. Received: interval={interval!r}"
-        )
+        raise TypeError(f"`interval` must be a number of seconds. Received: interval={interval!r}")
     if not interval > 0:
         raise ValueError(
             f"`interval` must be a positive number of seconds. Received: interval={interval!r}"

@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import csv
+import os
+import threading
+import time
+
+import keras
+import numpy as np
+import pytest
+from events import event_files, read_scalars
+from fakes import FakeSource
+
+from tfthroughput import GPUMonitor, MonitoringWarning
+
+STEPS_PER_EPOCH = 4
+BATCH_SIZE = 8
+
+
+def tiny_model() -> keras.Model:
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(STEPS_PER_EPOCH * BATCH_SIZE, 3)).astype("float32")
+    return x, x.sum(axis=1, keepdims=True)
+
+
+class EpochDial(keras.callbacks.Callback):
+    """Sets the value the fake GPUs report for the epoch that is starting (listed first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = -1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+
+def fake_gpus(dial: EpochDial, offset: float = 0.0):
+    """Two GPUs and a host whose readings depend only on the current epoch."""
+
+    def factory():
+        return [
+            FakeSource(
+                "gpu0",
+                lambda n: {
+                    "utilization_percent": 10.0 * (dial.epoch + 1) + offset,
+                    "power_watts": 100.0 + dial.epoch,
+                },
+            ),
+            FakeSource("gpu1", lambda n: {"utilization_percent": 50.0 + offset}),
+            FakeSource("host", {"cpu_percent": 75.0}),
+        ]
+
+    return factory
+
+
+def fit(model, callbacks, epochs=2, **kwargs):
+    x, y = data()
+    return model.fit(
+        x, y, batch_size=BATCH_SIZE, epochs=epochs, callbacks=callbacks, verbose=0, **kwargs
+    )
+
+
+def test_fit_writes_each_epochs_statistics_exactly(tmp_path):
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial), batch_size=BATCH_SIZE)
+    fit(tiny_model(), [dial, monitor], epochs=3)
+
+    scalars = read_scalars(tmp_path / "hardware")
+    for statistic in ("mean", "min", "max", "p95"):
+        assert scalars[f"gpu0/utilization_percent/{statistic}"] == [(0, 10.0), (1, 20.0), (2, 30.0)]
+        assert scalars[f"gpu0/power_watts/{statistic}"] == [(0, 100.0), (1, 101.0), (2, 102.0)]
+        assert scalars[f"gpu1/utilization_percent/{statistic}"] == [(0, 50.0), (1, 50.0), (2, 50.0)]
+        assert scalars[f"host/cpu_percent/{statistic}"] == [(0, 75.0), (1, 75.0), (2, 75.0)]
+    assert [step for step, _ in scalars["gpu0/samples"]] == [0, 1, 2]
+    assert all(count >= 1 for _, count in scalars["gpu0/samples"])
+    for (_, seconds), (_, steps_per_second), (_, examples_per_second) in zip(
+        scalars["epoch/seconds"],
+        scalars["epoch/steps_per_second"],
+        scalars["epoch/examples_per_second"],
+        strict=True,
+    ):
+        assert seconds > 0
+        assert steps_per_second * seconds == pytest.approx(STEPS_PER_EPOCH, rel=1e-5)
+        assert examples_per_second * seconds == pytest.approx(
+            STEPS_PER_EPOCH * BATCH_SIZE, rel=1e-5
+        )
+
+
+def test_a_resumed_run_lines_up_by_epoch(tmp_path):
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
+    fit(tiny_model(), [dial, monitor], epochs=4, initial_epoch=2)
+    scalars = read_scalars(tmp_path / "hardware")
+    assert scalars["gpu0/utilization_percent/mean"] == [(2, 30.0), (3, 40.0)]
+    assert "epoch/examples_per_second" not in scalars  # no batch_size given
+
+
+def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
+    board = keras.callbacks.TensorBoard(log_dir=str(tmp_path))
+    fit(tiny_model(), [dial, board, monitor], epochs=2)
+    assert sorted(os.listdir(tmp_path)) == ["hardware", "train"]
+    assert [step for step, _ in read_scalars(tmp_path / "train")["epoch_loss"]] == [0, 1]
+    assert read_scalars(tmp_path / "hardware")["gpu1/utilization_percent/mean"] == [
+        (0, 50.0),
+        (1, 50.0),
+    ]
+
+
+def test_update_logs_feeds_history_and_csv_logger(tmp_path):
+    dial = EpochDial()
+    monitor = GPUMonitor(
+        tmp_path,
+        interval=0.05,
+        sources=fake_gpus(dial),
+        update_logs=True,
+        metrics=["utilization_percent"],
+    )
+    csv_path = tmp_path / "log.csv"
+    history = fit(tiny_model(), [dial, monitor, keras.callbacks.CSVLogger(str(csv_path))])
+    assert history.history["gpu0_utilization_percent"] == [10.0, 20.0]
+    assert history.history["gpu1_utilization_percent"] == [50.0, 50.0]
+    assert "gpu0_power_watts" not in history.history  # not selected by `metrics`
+    with open(csv_path) as file:
+        rows = list(csv.DictReader(file))
+    assert [float(row["gpu0_utilization_percent"]) for row in rows] == [10.0, 20.0]
+
+
+def test_statistics_selects_what_is_logged(tmp_path):
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial), statistics=["p95"])
+    fit(tiny_model(), [dial, monitor], epochs=1)
+    tags = set(read_scalars(tmp_path / "hardware"))
+    assert "gpu0/utilization_percent/p95" in tags
+    assert not any(tag.endswith(("/mean", "/min", "/max")) for tag in tags)
+
+
+def test_a_reused_callback_reports_only_the_second_run(tmp_path):
+    dial = EpochDial()
+    offset = {"value": 0.0}
+    monitor = GPUMonitor(
+        tmp_path, interval=0.05, sources=lambda: fake_gpus(dial, offset["value"])()
+    )
+    fit(tiny_model(), [dial, monitor], epochs=2)
+    offset["value"] = 1000.0
+    fit(tiny_model(), [dial, monitor], epochs=2)
+    first, second = event_files(tmp_path / "hardware")
+    assert read_scalars(first)["gpu1/utilization_percent/max"] == [(0, 50.0), (1, 50.0)]
+    second_run = read_scalars(second)
+    assert second_run["gpu1/utilization_percent/min"] == [(0, 1050.0), (1, 1050.0)]
+    assert second_run["gpu0/utilization_percent/mean"] == [(0, 1010.0), (1, 1020.0)]
+
+
+class RaiseDuringEpoch(keras.callbacks.Callback):
+    def __init__(self, epoch: int, batch: int, error: BaseException) -> None:
+        super().__init__()
+        self.at = (epoch, batch)
+        self.error = error
+        self.epoch = -1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            time.sleep(0.3)  # let the sampler take a few samples inside the failing epoch
+            raise self.error
+
+
+def sampler_threads():
+    return [t for t in threading.enumerate() if t.name == "tfthroughput-sampler"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("step failed"), KeyboardInterrupt()])
+def test_an_interrupted_fit_stops_the_thread_and_keeps_what_was_sampled(tmp_path, error):
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
+    with pytest.raises(type(error)):
+        fit(tiny_model(), [dial, monitor, RaiseDuringEpoch(1, 2, error)], epochs=3)
+    deadline = time.monotonic() + 5
+    while sampler_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sampler_threads() == []
+    scalars = read_scalars(tmp_path / "hardware")
+    # Epoch 0 completed; epoch 1 was cut short but its samples are on disk.
+    assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 20.0)]
+    assert [step for step, _ in scalars["epoch/seconds"]] == [0]
+
+
+def test_an_unwritable_log_dir_fails_before_the_first_epoch(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    dial = EpochDial()
+    monitor = GPUMonitor(blocker / "logs", interval=0.05, sources=fake_gpus(dial))
+    with pytest.raises(ValueError, match="`log_dir` is not writable") as info:
+        fit(tiny_model(), [dial, monitor])
+    assert f"log_dir={str(blocker / 'logs')!r}" in str(info.value)
+    assert dial.epoch == -1  # no epoch started
+    assert sampler_threads() == []
+
+
+def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
+    # This machine has no NVML library: the real pynvml path reports it.
+    monitor = GPUMonitor(tmp_path, interval=0.05)
+    with pytest.warns(MonitoringWarning, match="GPU metrics are off") as caught:
+        history = fit(tiny_model(), [monitor])
+    assert len([w for w in caught if "GPU metrics are off" in str(w.message)]) == 1
+    assert len(history.history["loss"]) == 2
+    scalars = read_scalars(tmp_path / "hardware")
+    assert {tag.split("/")[0] for tag in scalars} == {"host", "epoch"}
+    assert 0.0 <= scalars["host/ram_used_percent/mean"][0][1] <= 100.0
+    assert scalars["host/process_rss_gib/min"][0][1] > 0.0
+
+
+def test_a_writer_fault_is_reported_not_raised(tmp_path):
+    class BrokenWriter:
+        def as_default(self):
+            raise OSError("disk full")
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
+
+    class BreakWriter(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            monitor._writer = BrokenWriter()
+
+    with pytest.warns(MonitoringWarning, match="disk full"):
+        history = fit(tiny_model(), [dial, BreakWriter(), monitor])
+    assert len(history.history["loss"]) == 2
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "on_batch_begin",
+        "on_batch_end",
+        "on_train_batch_begin",
+        "on_train_batch_end",
+        "on_test_batch_begin",
+        "on_test_batch_end",
+        "on_predict_batch_begin",
+        "on_predict_batch_end",
+    ],
+)
+def test_it_overrides_no_batch_hook_so_keras_can_dispatch_asynchronously(hook):
+    # Keras decides async dispatch by whether a callback's batch-end hooks are the defaults.
+    assert getattr(GPUMonitor, hook) is getattr(keras.callbacks.Callback, hook)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"interval": 0}, ValueError, "interval=0"),
+        ({"interval": -2}, ValueError, "interval=-2"),
+        ({"interval": "1s"}, TypeError, "interval='1s'"),
+        ({"log_dir": 3}, TypeError, "log_dir=3"),
+        ({"metrics": ["gpu_util"]}, ValueError, "metrics=['gpu_util']"),
+        ({"metrics": "power_watts"}, TypeError, "metrics='power_watts'"),
+        ({"statistics": ["median"]}, ValueError, "statistics=['median']"),
+        ({"statistics": "mean"}, TypeError, "statistics='mean'"),
+        ({"batch_size": 0}, ValueError, "batch_size=0"),
+        ({"batch_size": 2.0}, ValueError, "batch_size=2.0"),
+        ({"update_logs": "yes"}, TypeError, "update_logs='yes'"),
+        ({"run_name": ""}, ValueError, "run_name=''"),
+        ({"sources": [1]}, TypeError, "sources=[1]"),
+    ],
+)
+def test_invalid_arguments_name_the_argument_and_value(tmp_path, kwargs, error, fragment):
+    arguments = {"log_dir": tmp_path, **kwargs}
+    with pytest.raises(error) as info:
+        GPUMonitor(**arguments)
+    assert fragment in str(info.value)
