@@ -128,6 +128,8 @@ def test_update_logs_feeds_history_and_csv_logger(tmp_path):
     assert history.history["gpu0_utilization_percent"] == [10.0, 20.0]
     assert history.history["gpu1_utilization_percent"] == [50.0, 50.0]
     assert "gpu0_power_watts" not in history.history  # not selected by `metrics`
+    assert len(history.history["epoch_seconds"]) == 2
+    assert all(value > 0 for value in history.history["epoch_steps_per_second"])
     with open(csv_path) as file:
         rows = list(csv.DictReader(file))
     assert [float(row["gpu0_utilization_percent"]) for row in rows] == [10.0, 20.0]

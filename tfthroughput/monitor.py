@@ -26,6 +26,7 @@ from tfthroughput.sources import MonitoringWarning, Source, default_sources
 from tfthroughput.stats import STATISTIC_NAMES, MetricStats
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
+_EPOCH_TAGS = ("epoch/seconds", "epoch/steps_per_second", "epoch/examples_per_second")
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -49,7 +50,8 @@ class GPUMonitor(keras.callbacks.Callback):
         batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
             callbacks the batch size, so it is logged only when given. Defaults to None.
         update_logs: Also put each metric's epoch mean into ``logs`` as
-            ``<source>_<metric>``, for ``History`` and ``CSVLogger``. Defaults to False.
+            ``<source>_<metric>`` (and the ``epoch/*`` values as ``epoch_seconds``, ...), for
+            ``History`` and ``CSVLogger``. Defaults to False.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run). Defaults to
             ``"hardware"``.
         sources: Zero-argument callable returning the sources to sample, called at each
@@ -145,11 +147,14 @@ class GPUMonitor(keras.callbacks.Callback):
             return
         stats = self._sampler.collect(sample_now=True)
         seconds = self._clock() - self._epoch_start
-        self._write_epoch(epoch, stats, seconds)
+        scalars = self._write_epoch(epoch, stats, seconds)
         self._epoch = None
         if self.update_logs and logs is not None:
             for key, metric_stats in self._selected(stats).items():
                 logs[key.replace("/", "_")] = metric_stats.mean
+            for tag in _EPOCH_TAGS:
+                if tag in scalars:
+                    logs[tag.replace("/", "_")] = scalars[tag]
 
     def on_train_end(self, logs=None):
         self._shutdown()
@@ -194,7 +199,8 @@ class GPUMonitor(keras.callbacks.Callback):
 
     def _write_epoch(
         self, epoch: int, stats: dict[str, MetricStats], seconds: float | None
-    ) -> None:
+    ) -> dict[str, float]:
+        """Write one epoch's scalars; returns them (also when writing failed)."""
         scalars: dict[str, float] = {}
         samples_per_source: dict[str, int] = {}
         for key, metric_stats in self._selected(stats).items():
@@ -214,7 +220,7 @@ class GPUMonitor(keras.callbacks.Callback):
         with self._state_lock:
             writer = self._writer
             if writer is None:
-                return
+                return scalars
             try:
                 with writer.as_default():
                     for tag, value in scalars.items():
@@ -226,6 +232,7 @@ class GPUMonitor(keras.callbacks.Callback):
                     MonitoringWarning,
                     stacklevel=2,
                 )
+        return scalars
 
     def _flush_abandoned(self) -> None:
         """Runs on the sampler thread when ``fit`` has exited without ``on_train_end``."""
