@@ -1,0 +1,103 @@
+"""The ``tfthroughput`` command: ``demo`` and ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfthroughput",
+        description="Keep the accelerator busy in TensorFlow/Keras training.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="train a small CNN on synthetic JPEGs with a naive pipeline and with "
+        "build_pipeline, monitored, then diagnose (no network or GPU needed)",
+        description="Writes a synthetic JPEG dataset, trains a small CNN on a naive tf.data "
+        "pipeline and on build_pipeline with GPUMonitor on, prints a comparison and a "
+        "diagnosis, and says how to open the runs in TensorBoard.",
+    )
+    demo.add_argument("--images", type=_positive_int, default=1200,
+                      help="synthetic JPEGs to write (default: %(default)s)")
+    demo.add_argument("--epochs", type=_positive_int, default=3,
+                      help="epochs per training run (default: %(default)s)")
+    demo.add_argument("--batch-size", type=_positive_int, default=32,
+                      help="examples per batch (default: %(default)s)")
+    demo.add_argument("--log-dir", default="logs/tfthroughput-demo",
+                      help="TensorBoard log folder (default: %(default)s)")
+    demo.add_argument("--data-dir", default=None,
+                      help="where to write the JPEGs (default: <log-dir>/data)")
+
+    commands.add_parser(
+        "info",
+        help="TensorFlow/Keras versions, devices, NVML status and the precision recommendation",
+        description="Prints what tfthroughput sees on this machine.",
+    )
+    return parser
+
+
+def _info() -> int:
+    import keras
+    import tensorflow as tf
+
+    from tfthroughput._nvml import NVMLUnavailable, nvml
+    from tfthroughput.devices import visible_gpus
+    from tfthroughput.precision import recommend_precision
+
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    devices = tf.config.list_physical_devices()
+    print("TensorFlow devices: " + ", ".join(device.name for device in devices))
+    try:
+        pynvml = nvml()
+    except NVMLUnavailable as error:
+        print(f"NVML: unavailable: {error}")
+    else:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = visible_gpus(pynvml)
+        print(f"NVML: driver {driver}, {len(gpus)} GPU(s) visible to this process")
+        for gpu in gpus:
+            print(f"  gpu{gpu.index}: {gpu.name} ({gpu.uuid})")
+    print(recommend_precision())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tfthroughput`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.command == "info":
+        return _info()
+    from tfthroughput.demo import run_demo
+
+    try:
+        run_demo(
+            images=args.images,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            log_dir=args.log_dir,
+            data_dir=args.data_dir,
+        )
+    except (OSError, ValueError) as error:
+        print(f"tfthroughput demo: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
