@@ -87,6 +87,10 @@ class Sampler:
         self._on_abandoned = on_abandoned
         self._clock = clock
         self._lock = threading.Lock()
+        # Serialises whole samples: `collect(sample_now=True)` on the training thread may run
+        # while the sampler thread samples, and sources are not thread-safe (a lost source
+        # would also be dropped twice, the second `remove` raising).
+        self._sample_lock = threading.Lock()
         self._window: dict[str, array] = {}
         self._window_start = clock()
         self._warned: set[tuple[str, str]] = set()
@@ -104,20 +108,23 @@ class Sampler:
 
     def sample_once(self) -> None:
         """Read every source once and add the values to the current window."""
-        readings: list[tuple[str, float]] = []
-        for source in list(self._sources):
-            try:
-                values = source.read()
-            except SourceLost as error:
-                self._drop(source, str(error))
-                continue
-            except Exception as error:  # noqa: BLE001 - sampling must never break training
-                self._warn_once(source.name, type(error).__name__, f"{source.name}: {error!r}")
-                continue
-            readings.extend((f"{source.name}/{metric}", value) for metric, value in values.items())
-        with self._lock:
-            for key, value in readings:
-                self._window.setdefault(key, array("d")).append(value)
+        with self._sample_lock:
+            readings: list[tuple[str, float]] = []
+            for source in list(self._sources):
+                try:
+                    values = source.read()
+                except SourceLost as error:
+                    self._drop(source, str(error))
+                    continue
+                except Exception as error:  # noqa: BLE001 - sampling must never break training
+                    self._warn_once(source.name, type(error).__name__, f"{source.name}: {error!r}")
+                    continue
+                readings.extend(
+                    (f"{source.name}/{metric}", value) for metric, value in values.items()
+                )
+            with self._lock:
+                for key, value in readings:
+                    self._window.setdefault(key, array("d")).append(value)
 
     def collect(self, *, sample_now: bool = False) -> dict[str, MetricStats]:
         """Summarise the samples since the last call and start a new window.

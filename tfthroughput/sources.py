@@ -96,10 +96,21 @@ def default_sources(metrics: Collection[str] | None = None) -> list[Source]:
         return sources
     try:
         pynvml = nvml()
-        devices = visible_gpus(pynvml)
     except NVMLUnavailable as error:
         warnings.warn(
             f"GPU metrics are off: {error}. Host CPU/RAM metrics are still logged.",
+            MonitoringWarning,
+            stacklevel=2,
+        )
+        return sources
+    try:
+        devices = visible_gpus(pynvml)
+    except pynvml.NVMLError as error:
+        # E.g. a GPU already lost: its UUID cannot be read, so CUDA's numbering cannot be
+        # matched. Sampling must never stop training, so fall back to the host alone.
+        warnings.warn(
+            f"GPU metrics are off: NVML could not list the GPUs ('{error}'). Host CPU/RAM "
+            "metrics are still logged.",
             MonitoringWarning,
             stacklevel=2,
         )
@@ -111,5 +122,14 @@ def default_sources(metrics: Collection[str] | None = None) -> list[Source]:
             MonitoringWarning,
             stacklevel=2,
         )
-    sources.extend(NVMLGPUSource(pynvml, device, metrics) for device in devices)
+    for device in devices:
+        try:
+            sources.append(NVMLGPUSource(pynvml, device, metrics))
+        except pynvml.NVMLError as error:  # the device failed since it was listed
+            warnings.warn(
+                f"gpu{device.index} ({device.name}, {device.uuid}) is not sampled: NVML "
+                f"reports '{error}'; other devices continue",
+                MonitoringWarning,
+                stacklevel=2,
+            )
     return sources

@@ -19,10 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,55 @@ def run_python_with_fake_nvml(
         timeout=timeout,
         check=False,
     )
+
+
+# Python run at the top of every `run_json_with_fake_nvml` child: records every warning from
+# any thread (`catch_warnings` swaps the process-wide hook) with no de-duplication, so tests
+# can count warnings exactly, and defines `warned()` and `emit(value)`.
+CHILD_PRELUDE = """\
+import json
+import warnings
+
+_recorder = warnings.catch_warnings(record=True)
+_caught = _recorder.__enter__()
+warnings.simplefilter("always")
+
+
+def warned():
+    \"\"\"Messages of the MonitoringWarnings raised so far, in order.\"\"\"
+    from tfthroughput.sources import MonitoringWarning
+
+    return [str(w.message) for w in _caught if issubclass(w.category, MonitoringWarning)]
+
+
+def emit(value):
+    print(json.dumps(value))
+"""
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_json_with_fake_nvml(
+    code: str,
+    lib_dir: str | os.PathLike[str] | None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+):
+    """Runs `CHILD_PRELUDE` + dedented `code` against the fake library; returns what it emits.
+
+    The child imports `tfthroughput` from this checkout (its root goes first on `PYTHONPATH`)
+    and must end by printing one JSON line, normally with `emit(...)`.
+
+    Raises:
+        AssertionError: If the child fails, with its stderr.
+    """
+    inherited = os.environ.get("PYTHONPATH")
+    child_env = {
+        "PYTHONPATH": f"{_REPO_ROOT}{os.pathsep}{inherited}" if inherited else str(_REPO_ROOT)
+    }
+    child_env.update(env or {})
+    result = run_python_with_fake_nvml(
+        CHILD_PRELUDE + textwrap.dedent(code), lib_dir, env=child_env, timeout=timeout
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,136 @@
+"""`GPUMonitor` with its default sources, through the real pynvml bindings and the fake
+`libnvidia-ml.so.1`: a real `model.fit` in a child process, event files read back here.
+
+Two child processes only: each imports TensorFlow (seconds).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections import defaultdict
+
+from fake_nvml import run_json_with_fake_nvml
+
+# Fits a tiny model with GPUMonitor (default sources) EPOCHS epochs, then once more with the
+# same callback; prints the GPU/host entries of History and what the child saw.
+_FIT = """
+import os
+import numpy as np
+import keras
+from tfthroughput.monitor import GPUMonitor
+
+keras.utils.set_random_seed(0)
+x = np.linspace(0.0, 1.0, 128, dtype="float32").reshape(32, 4)
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+epochs = int(os.environ["EPOCHS"])
+monitor = GPUMonitor(
+    os.environ["LOG_DIR"], interval=float(os.environ["INTERVAL"]), update_logs=True
+)
+history = model.fit(x, y, batch_size=8, epochs=epochs, callbacks=[monitor], verbose=0)
+# The callback is reused: NVML must not be initialised again.
+model.fit(x, y, batch_size=8, initial_epoch=epochs, epochs=epochs + 1, callbacks=[monitor],
+          verbose=0)
+import pynvml
+emit({
+    "history": {k: v for k, v in history.history.items() if k.startswith(("gpu", "host"))},
+    "inits": pynvml.nvmlLib.fakeNvmlInitCount(),
+    "warned": warned(),
+})
+"""
+
+
+def _read_scalars(run_dir: str) -> dict[str, dict[int, float]]:
+    """{tag: {step: value}} from every event file in `run_dir`."""
+    import tensorflow as tf
+
+    scalars: dict[str, dict[int, float]] = defaultdict(dict)
+    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                assert event.step not in scalars[value.tag], (value.tag, event.step)
+                scalars[value.tag][event.step] = float(tf.make_ndarray(value.tensor))
+    return dict(scalars)
+
+
+def _gpu_expected(i: int) -> dict[str, float]:
+    return {
+        "utilization_percent": 40.0 + i,
+        "memory_utilization_percent": 20.0 + i,
+        "memory_used_gib": 1.0 + i,
+        "memory_used_percent": 1.25 * (1 + i),  # (1 + i) GiB of 80 GiB
+        "power_watts": 150.0 + i,
+        "temperature_celsius": 50.0 + i,
+        "sm_clock_mhz": 1500.0 + i,
+    }
+
+
+def test_fit_logs_exact_per_device_values(fake_nvml_dir, tmp_path):
+    out = run_json_with_fake_nvml(
+        _FIT,
+        fake_nvml_dir,
+        env={"LOG_DIR": str(tmp_path), "EPOCHS": "2", "INTERVAL": "0.05"},
+        timeout=180,
+    )
+    assert out["inits"] == 1
+    assert out["warned"] == []
+    scalars = _read_scalars(str(tmp_path / "hardware"))
+    steps = {0, 1, 2}
+    for i in range(2):
+        for metric, value in _gpu_expected(i).items():
+            for statistic in ("mean", "min", "max", "p95"):
+                tag = f"gpu{i}/{metric}/{statistic}"
+                assert scalars[tag] == dict.fromkeys(steps, value), tag
+            assert out["history"][f"gpu{i}_{metric}"] == [value, value]
+    gpu_tags = {tag for tag in scalars if tag.startswith("gpu")}
+    expected_tags = {
+        f"gpu{i}/{metric}/{statistic}"
+        for i in range(2)
+        for metric in _gpu_expected(i)
+        for statistic in ("mean", "min", "max", "p95")
+    } | {"gpu0/samples", "gpu1/samples"}
+    assert gpu_tags == expected_tags  # no GPM tags: the fake's GPUs do not support it
+    # every sample reads every source
+    for step in steps:
+        samples = {scalars[f"{name}/samples"][step] for name in ("gpu0", "gpu1", "host")}
+        assert len(samples) == 1
+        assert samples.pop() >= 1
+    assert set(scalars["host/cpu_percent/mean"]) == steps
+    assert set(scalars["epoch/seconds"]) == steps
+
+
+def test_gpu_lost_during_fit_stops_its_tags_only(fake_nvml_dir, tmp_path):
+    # A long interval leaves exactly one sample per epoch: the one taken at the epoch's end.
+    # The fake loses GPU 1 right after its 3rd utilization reading, in the middle of the 3rd
+    # sample (epoch 2), which is then dropped: its tags stop after epoch 1.
+    out = run_json_with_fake_nvml(
+        _FIT,
+        fake_nvml_dir,
+        env={
+            "LOG_DIR": str(tmp_path),
+            "EPOCHS": "3",
+            "INTERVAL": "600",
+            "FAKE_NVML_LOST_INDEX": "1",
+            "FAKE_NVML_LOST_AFTER": "3",
+        },
+        timeout=180,
+    )
+    assert out["inits"] == 1
+    assert out["warned"] == [
+        "gpu1 (Fake GPU 1, GPU-00000000-0000-0000-0000-000000000001): NVML reports "
+        "'GPU is lost'; it is no longer sampled, other devices continue",
+        # The second fit lists the GPUs again; the lost one's UUID cannot be read, so CUDA's
+        # numbering cannot be matched: GPU metrics are off, training and host metrics go on.
+        "GPU metrics are off: NVML could not list the GPUs ('GPU is lost'). Host CPU/RAM "
+        "metrics are still logged.",
+    ]
+    scalars = _read_scalars(str(tmp_path / "hardware"))
+    assert scalars["host/samples"] == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert scalars["gpu0/samples"] == {0: 1, 1: 1, 2: 1}
+    assert scalars["gpu1/samples"] == {0: 1, 1: 1}
+    assert scalars["gpu0/power_watts/mean"] == {0: 150.0, 1: 150.0, 2: 150.0}
+    assert scalars["gpu1/power_watts/mean"] == {0: 151.0, 1: 151.0}
+    assert out["history"]["gpu1_utilization_percent"] == [41.0, 41.0]
+    assert out["history"]["gpu0_utilization_percent"] == [40.0, 40.0, 40.0]

@@ -1,0 +1,325 @@
+"""`NVMLGPUSource` through the real pynvml bindings and the fake `libnvidia-ml.so.1`.
+
+Each test runs in a child process (see `tests/fake_nvml`). The fake's values for NVML device
+``i``: utilization 40 + i %, memory utilization 20 + i %, (1 + i) GiB used of 80 GiB,
+150 + i W, 50 + i degC, SM clock 1500 + i MHz; with GPM, SM activity 60 + i % and tensor
+activity 25 + i %.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fake_nvml import run_json_with_fake_nvml
+
+GPM_METRICS = ["sm_activity_percent", "tensor_activity_percent"]
+
+
+def _expected(i: int) -> dict[str, float]:
+    """Every non-GPM metric of NVML device `i`, in the units the source reports."""
+    return {
+        "utilization_percent": 40.0 + i,
+        "memory_utilization_percent": 20.0 + i,
+        "memory_used_gib": 1.0 + i,
+        "memory_used_percent": 100.0 * (1 + i) / 80,  # 1.25, 2.5, 3.75, ...
+        "power_watts": 150.0 + i,  # NVML reports milliwatts
+        "temperature_celsius": 50.0 + i,
+        "sm_clock_mhz": 1500.0 + i,
+    }
+
+
+# Builds one source per visible GPU (in TensorFlow's order) and reads each READS times.
+_READ_ALL = """
+import os
+from tfthroughput._nvml import nvml
+from tfthroughput.devices import visible_gpus
+from tfthroughput.nvml_source import NVMLGPUSource
+
+metrics = os.environ.get("METRICS")
+sources = [
+    NVMLGPUSource(nvml(), device, None if metrics is None else metrics.split(","))
+    for device in visible_gpus(nvml())
+]
+reads = {s.name: [s.read() for _ in range(int(os.environ.get("READS", "1")))] for s in sources}
+for source in sources:
+    source.close()
+lib = nvml().nvmlLib
+emit({
+    "reads": reads,
+    "warned": warned(),
+    "utilization_calls": [lib.fakeNvmlUtilizationCallCount(i) for i in range(4)],
+})
+"""
+
+
+def test_every_metric_per_device_in_its_unit(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL, fake_nvml_dir, env={"FAKE_NVML_DEVICE_COUNT": "3", "READS": "2"}
+    )
+    assert out["reads"] == {f"gpu{i}": [_expected(i)] * 2 for i in range(3)}
+    assert _expected(1)["memory_used_percent"] == 2.5
+    assert out["warned"] == []  # GPM unsupported and not asked for: silent
+    assert out["utilization_calls"] == [2, 2, 2, 0]
+
+
+# TensorFlow numbers the GPUs in CUDA_VISIBLE_DEVICES order; tags follow that numbering.
+_UUID = "GPU-00000000-0000-0000-0000-{:012d}".format
+
+
+@pytest.mark.parametrize(
+    ("visible", "nvml_indices"),
+    [
+        ("2", [2]),
+        ("3,1", [3, 1]),  # reordered: /GPU:0 is NVML device 3
+        (f"{_UUID(2)},{_UUID(0)}", [2, 0]),  # full UUIDs
+        ("GPU-00000000-0000-0000-0000-000000000003,1", [3, 1]),  # UUID and index mixed
+        ("GPU-00000000-0000-0000-0000-00000000000", []),  # prefix of all four: ambiguous
+        ("0,9,1", [0]),  # CUDA drops everything from the first unknown entry
+    ],
+)
+def test_cuda_visible_devices_selects_and_orders_the_tags(fake_nvml_dir, visible, nvml_indices):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={"FAKE_NVML_DEVICE_COUNT": "4", "CUDA_VISIBLE_DEVICES": visible},
+    )
+    assert out["reads"] == {f"gpu{tf}": [_expected(i)] for tf, i in enumerate(nvml_indices)}
+
+
+@pytest.mark.parametrize(("count", "nvml_indices"), [(11, [10, 0]), (12, [])])
+def test_uuid_prefix_must_be_unique(fake_nvml_dir, count, nvml_indices):
+    # "...-00000000001" (11 digits) begins device 10's UUID "...-000000000010" and, once there
+    # are 12 devices, device 11's too: then it is ambiguous and CUDA's list ends there.
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_DEVICE_COUNT": str(count),
+            "CUDA_VISIBLE_DEVICES": "GPU-00000000-0000-0000-0000-00000000001,0",
+        },
+    )
+    assert out["reads"] == {f"gpu{tf}": [_expected(i)] for tf, i in enumerate(nvml_indices)}
+
+
+@pytest.mark.parametrize(
+    ("metrics", "reading", "utilization_calls"),
+    [
+        ("power_watts", {"power_watts": 150.0}, [0, 0, 0, 0]),
+        ("utilization_percent", {"utilization_percent": 40.0}, [3, 0, 0, 0]),
+        (
+            "memory_used_percent,temperature_celsius,cpu_percent",  # host names are ignored
+            {"memory_used_percent": 1.25, "temperature_celsius": 50.0},
+            [0, 0, 0, 0],
+        ),
+    ],
+)
+def test_metric_selection_limits_the_nvml_calls(fake_nvml_dir, metrics, reading, utilization_calls):
+    # Power is unsupported here, so a power query would warn: no warning means no call.
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "METRICS": metrics,
+            "READS": "3",
+            "FAKE_NVML_UNSUPPORTED": "" if metrics == "power_watts" else "nvmlDeviceGetPowerUsage",
+        },
+    )
+    assert out == {
+        "reads": {"gpu0": [reading] * 3},
+        "warned": [],
+        "utilization_calls": utilization_calls,
+    }
+
+
+def test_unsupported_power_is_dropped_with_one_warning(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={"READS": "20", "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetPowerUsage"},
+    )
+    without_power = [
+        {k: v for k, v in _expected(i).items() if k != "power_watts"} for i in range(2)
+    ]
+    assert out["reads"] == {f"gpu{i}": [without_power[i]] * 20 for i in range(2)}
+    assert out["warned"] == [
+        f"gpu{i} (Fake GPU {i}): NVML does not support power_watts on this device; dropped, "
+        "other metrics continue"
+        for i in range(2)
+    ]
+
+
+def test_other_nvml_errors_skip_the_sample_and_warn_once_per_kind(fake_nvml_dir):
+    # Shutting NVML down makes every query fail with "Uninitialized": not a reason to drop
+    # the metrics for good, so they come back once NVML answers again.
+    out = run_json_with_fake_nvml(
+        """
+        import pynvml
+        from tfthroughput._nvml import nvml
+        from tfthroughput.devices import visible_gpus
+        from tfthroughput.nvml_source import NVMLGPUSource
+
+        source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["utilization_percent",
+                                                                 "power_watts"])
+        reads = [source.read()]
+        pynvml.nvmlShutdown()
+        reads += [source.read() for _ in range(5)]
+        pynvml.nvmlInit()
+        reads.append(source.read())
+        emit({"reads": reads, "warned": warned()})
+        """,
+        fake_nvml_dir,
+    )
+    both = {"utilization_percent": 40.0, "power_watts": 150.0}
+    assert out == {
+        "reads": [both] + [{}] * 5 + [both],
+        "warned": [
+            "gpu0: reading utilization_percent failed (Uninitialized); skipped this sample",
+            "gpu0: reading power_watts failed (Uninitialized); skipped this sample",
+        ],
+    }
+
+
+def test_lost_gpu_under_a_sampler_stops_that_gpu_only(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        """
+        import time
+        from tfthroughput._nvml import nvml
+        from tfthroughput.sampler import Sampler
+        from tfthroughput.sources import default_sources
+
+        lib = nvml().nvmlLib
+        # One NVML query per sample: the fake loses the GPU right after its 3rd utilization
+        # call, and a later query in the same read would fail that whole (partial) sample.
+        metrics = ["utilization_percent", "memory_utilization_percent"]
+        sampler = Sampler(default_sources(metrics), 0.05)
+        with sampler:
+            deadline = time.monotonic() + 30
+            while lib.fakeNvmlUtilizationCallCount(0) < 8 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        stats = sampler.collect()
+        emit({
+            "counts": {key: s.count for key, s in stats.items()},
+            "means": {key: s.mean for key, s in stats.items()},
+            "calls": [lib.fakeNvmlUtilizationCallCount(i) for i in range(2)],
+            "lost": sampler.lost,
+            "names": sampler.source_names,
+            "warned": warned(),
+        })
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_LOST_INDEX": "1", "FAKE_NVML_LOST_AFTER": "3"},
+    )
+    gpu0_samples = out["calls"][0]
+    assert gpu0_samples >= 8
+    assert out["calls"][1] == 3
+    assert out["counts"] == {
+        "gpu0/memory_utilization_percent": gpu0_samples,
+        "gpu0/utilization_percent": gpu0_samples,
+        "gpu1/memory_utilization_percent": 3,
+        "gpu1/utilization_percent": 3,
+    }
+    assert out["means"] == {
+        "gpu0/memory_utilization_percent": 20.0,
+        "gpu0/utilization_percent": 40.0,
+        "gpu1/memory_utilization_percent": 21.0,
+        "gpu1/utilization_percent": 41.0,
+    }
+    message = (
+        "gpu1 (Fake GPU 1, GPU-00000000-0000-0000-0000-000000000001): NVML reports "
+        "'GPU is lost'; it is no longer sampled, other devices continue"
+    )
+    assert out["lost"] == {"gpu1": message}
+    assert out["names"] == ["gpu0"]
+    assert out["warned"] == [message]
+
+
+def test_gpm_activity_from_the_second_sample_on(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL, fake_nvml_dir, env={"FAKE_NVML_GPM_SUPPORTED": "1", "READS": "4"}
+    )
+    for i in range(2):
+        gpm = {"sm_activity_percent": 60.0 + i, "tensor_activity_percent": 25.0 + i}
+        assert out["reads"][f"gpu{i}"] == [_expected(i)] + [{**_expected(i), **gpm}] * 3
+    assert out["warned"] == []
+
+
+def test_gpm_alone_when_selected(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_GPM_SUPPORTED": "1",
+            "READS": "3",
+            "METRICS": "tensor_activity_percent",
+            "FAKE_NVML_DEVICE_COUNT": "1",
+        },
+    )
+    assert out["reads"] == {
+        "gpu0": [{}, {"tensor_activity_percent": 25.0}, {"tensor_activity_percent": 25.0}]
+    }
+    assert out["utilization_calls"] == [0, 0, 0, 0]
+    assert out["warned"] == []
+
+
+@pytest.mark.parametrize(
+    ("metrics", "reading", "warned"),
+    [
+        (None, _expected(0), False),  # GPM is an extra: no word when it is missing
+        ("utilization_percent", {"utilization_percent": 40.0}, False),
+        ("sm_activity_percent,utilization_percent", {"utilization_percent": 40.0}, True),
+    ],
+)
+def test_gpm_unsupported_warns_only_when_asked_for(fake_nvml_dir, metrics, reading, warned):
+    env = {"FAKE_NVML_DEVICE_COUNT": "1", "READS": "3"}
+    if metrics is not None:
+        env["METRICS"] = metrics
+    out = run_json_with_fake_nvml(_READ_ALL, fake_nvml_dir, env=env)
+    assert out["reads"] == {"gpu0": [reading] * 3}
+    message = (
+        "gpu0 (Fake GPU 0): sm_activity_percent, tensor_activity_percent unavailable: the GPU "
+        "does not support GPM (it needs Hopper or newer); dropped"
+    )
+    assert out["warned"] == ([message] if warned else [])
+
+
+def test_concurrent_samples_are_serialised(fake_nvml_dir):
+    # `GPUMonitor` calls `collect(sample_now=True)` on the training thread while the sampler
+    # thread samples; GPM keeps state between samples, so two samples must not interleave.
+    out = run_json_with_fake_nvml(
+        """
+        import sys
+        import threading
+        from tfthroughput.sampler import Sampler
+        from tfthroughput.sources import default_sources
+
+        sys.setswitchinterval(1e-6)  # switch threads often, to give interleaving every chance
+        sampler = Sampler(default_sources(["utilization_percent", "sm_activity_percent"]), 1.0)
+
+        def sample_many():
+            for _ in range(100):
+                sampler.sample_once()
+
+        threads = [threading.Thread(target=sample_many) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        sampler.stop()
+        stats = sampler.collect()
+        emit({
+            "stats": {key: [s.count, s.min, s.max] for key, s in stats.items()},
+            "warned": warned(),
+        })
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_GPM_SUPPORTED": "1"},
+    )
+    assert out == {
+        "stats": {
+            "gpu0/sm_activity_percent": [399, 60.0, 60.0],
+            "gpu0/utilization_percent": [400, 40.0, 40.0],
+            "gpu1/sm_activity_percent": [399, 61.0, 61.0],
+            "gpu1/utilization_percent": [400, 41.0, 41.0],
+        },
+        "warned": [],
+    }
