@@ -31,8 +31,12 @@ def build(examples: int):
     x = rng.normal(size=(examples, 64)).astype("float32")
     y = (x[:, :8].sum(axis=1) > 0).astype("int32")
     model = keras.Sequential(
-        [keras.Input((64,)), keras.layers.Dense(256, activation="relu"),
-         keras.layers.Dense(256, activation="relu"), keras.layers.Dense(2)]
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(2),
+        ]
     )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model, x, y
@@ -77,8 +81,8 @@ def main() -> None:
             summary.append((interval, ratio))
     (default_interval, default_ratio), (fast_interval, fast_ratio) = summary
     print(
-        f"monitor overhead: {default_ratio:.4f}x at interval={default_interval} s (target <= 1.005), "
-        f"{fast_ratio:.4f}x at interval={fast_interval} s (target <= 1.02)"
+        f"monitor overhead: {default_ratio:.4f}x at interval={default_interval} s "
+        f"(target <= 1.005), {fast_ratio:.4f}x at interval={fast_interval} s (target <= 1.02)"
     )
 
 

@@ -50,6 +50,8 @@ def _read_scalars(run_dir: str) -> dict[str, dict[int, float]]:
     for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name != "scalars":
+                    continue  # the Custom Scalars layout
                 assert event.step not in scalars[value.tag], (value.tag, event.step)
                 scalars[value.tag][event.step] = float(tf.make_ndarray(value.tensor))
     return dict(scalars)

@@ -33,16 +33,32 @@ def _parser() -> argparse.ArgumentParser:
         "pipeline and on build_pipeline with GPUMonitor on, prints a comparison and a "
         "diagnosis, and says how to open the runs in TensorBoard.",
     )
-    demo.add_argument("--images", type=_positive_int, default=1200,
-                      help="synthetic JPEGs to write (default: %(default)s)")
-    demo.add_argument("--epochs", type=_positive_int, default=3,
-                      help="epochs per training run (default: %(default)s)")
-    demo.add_argument("--batch-size", type=_positive_int, default=32,
-                      help="examples per batch (default: %(default)s)")
-    demo.add_argument("--log-dir", default="logs/tfthroughput-demo",
-                      help="TensorBoard log folder (default: %(default)s)")
-    demo.add_argument("--data-dir", default=None,
-                      help="where to write the JPEGs (default: <log-dir>/data)")
+    demo.add_argument(
+        "--images",
+        type=_positive_int,
+        default=1200,
+        help="synthetic JPEGs to write (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=3,
+        help="epochs per training run (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=32,
+        help="examples per batch (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--log-dir",
+        default="logs/tfthroughput-demo",
+        help="TensorBoard log folder (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--data-dir", default=None, help="where to write the JPEGs (default: <log-dir>/data)"
+    )
 
     commands.add_parser(
         "info",

@@ -133,7 +133,9 @@ def train(name: str, dataset, epochs: int, batch_size: int, log_dir: str) -> Run
     monitor = GPUMonitor(run_dir, interval=0.25, batch_size=batch_size, update_logs=True)
     board = keras.callbacks.TensorBoard(run_dir)
     history = model.fit(dataset, epochs=epochs, callbacks=[board, monitor], verbose=2).history
-    gpu_keys = sorted(k for k in history if k.startswith("gpu") and k.endswith("_utilization_percent"))
+    gpu_keys = sorted(
+        k for k in history if k.startswith("gpu") and k.endswith("_utilization_percent")
+    )
     return RunSummary(
         name=name,
         examples_per_second=history["epoch_examples_per_second"][-1],
@@ -151,15 +153,20 @@ def comparison_table(runs: list[RunSummary]) -> str:
 
     rows = [("pipeline", "examples/s", "epoch time", "GPU util", "host CPU")]
     for run in runs:
-        rows.append((
-            run.name,
-            f"{run.examples_per_second:,.0f}",
-            f"{run.epoch_seconds:.2f} s",
-            percent(run.gpu_utilization_percent),
-            "n/a" if run.cpu_percent is None else f"{run.cpu_percent:.0f} %",
-        ))
+        rows.append(
+            (
+                run.name,
+                f"{run.examples_per_second:,.0f}",
+                f"{run.epoch_seconds:.2f} s",
+                percent(run.gpu_utilization_percent),
+                "n/a" if run.cpu_percent is None else f"{run.cpu_percent:.0f} %",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     speedup = runs[-1].examples_per_second / runs[0].examples_per_second
     lines.append(f"build_pipeline vs naive: {speedup:.2f}x examples/s (last epoch)")
