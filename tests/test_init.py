@@ -9,7 +9,24 @@ import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
     "DatasetBenchmark",
+    "DeviceDescription",
+    "GPUConfiguration",
+    "GPUsAlreadyInitializedError",
+    "JitChange",
+    "PolicyChange",
+    "PrecisionRecommendation",
+    "XlaCompilationError",
     "benchmark_dataset",
+    "check_mixed_precision_outputs",
+    "configure_gpus",
+    "describe_devices",
+    "jit_compile",
+    "loss_scale_optimizer",
+    "mixed_precision",
+    "recommend_precision",
+    "with_gradient_accumulation",
+    "xla_auto_clustering",
+    "xla_compile_kwargs",
 ]
 
 

@@ -16,6 +16,23 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "DatasetBenchmark": "tfthroughput.benchmark",
     "benchmark_dataset": "tfthroughput.benchmark",
+    "DeviceDescription": "tfthroughput.precision",
+    "PrecisionRecommendation": "tfthroughput.precision",
+    "PolicyChange": "tfthroughput.precision",
+    "describe_devices": "tfthroughput.precision",
+    "recommend_precision": "tfthroughput.precision",
+    "mixed_precision": "tfthroughput.precision",
+    "check_mixed_precision_outputs": "tfthroughput.precision",
+    "loss_scale_optimizer": "tfthroughput.precision",
+    "with_gradient_accumulation": "tfthroughput.precision",
+    "JitChange": "tfthroughput.xla",
+    "XlaCompilationError": "tfthroughput.xla",
+    "jit_compile": "tfthroughput.xla",
+    "xla_auto_clustering": "tfthroughput.xla",
+    "xla_compile_kwargs": "tfthroughput.xla",
+    "GPUConfiguration": "tfthroughput.gpus",
+    "GPUsAlreadyInitializedError": "tfthroughput.gpus",
+    "configure_gpus": "tfthroughput.gpus",
 }
 
 __all__ = sorted(_EXPORTS)
