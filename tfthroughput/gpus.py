@@ -110,7 +110,7 @@ def _configure(
     try:
         if len(chosen) != len(gpus):
             config.set_visible_devices(chosen, "GPU")
-        for index, gpu in zip(indices, chosen):
+        for index, gpu in zip(indices, chosen, strict=True):
             if index in limits:
                 config.set_logical_device_configuration(
                     gpu, [config.LogicalDeviceConfiguration(memory_limit=limits[index])]

@@ -55,9 +55,7 @@ class DeviceDescription:
 
     def __post_init__(self) -> None:
         if self.kind not in _DEVICE_KINDS:
-            raise ValueError(
-                f"`kind` must be one of {_DEVICE_KINDS}. Received: kind={self.kind!r}"
-            )
+            raise ValueError(f"`kind` must be one of {_DEVICE_KINDS}. Received: kind={self.kind!r}")
         cc = self.compute_capability
         if cc is not None and (
             not isinstance(cc, tuple) or len(cc) != 2 or not all(isinstance(v, int) for v in cc)
