@@ -135,6 +135,19 @@ def test_jit_compile_compiles_a_supported_function():
     assert concrete.function_def.attr["_XlaMustCompile"].b is True
 
 
+def test_jit_compile_decorates_methods():
+    class Scaler:
+        def __init__(self, factor):
+            self.factor = factor
+
+        @jit_compile
+        def __call__(self, x):
+            return x * self.factor
+
+    np.testing.assert_array_equal(Scaler(2.0)(tf.constant([1.0])).numpy(), [2.0])
+    np.testing.assert_array_equal(Scaler(5.0)(tf.constant([1.0])).numpy(), [5.0])
+
+
 def _host_doubling(x):
     # tf.numpy_function runs Python, which XLA cannot compile.
     return tf.numpy_function(lambda a: a * 2, [x], tf.float32)

@@ -202,6 +202,13 @@ class _JitFunction:
         self.uses_xla = True
         functools.update_wrapper(self, fn)
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        # Decorating a method: bind `self` like a plain function would (tf.function traces
+        # once per instance, as it does for its own decorated methods).
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import tensorflow as tf
 
