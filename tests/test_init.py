@@ -9,13 +9,30 @@ import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
     "DatasetBenchmark",
+    "DeviceDescription",
+    "GPUConfiguration",
     "GPUMonitor",
+    "GPUsAlreadyInitializedError",
     "HostSource",
+    "JitChange",
     "MetricStats",
     "MonitoringWarning",
+    "PolicyChange",
+    "PrecisionRecommendation",
     "Sampler",
+    "XlaCompilationError",
     "benchmark_dataset",
+    "check_mixed_precision_outputs",
+    "configure_gpus",
     "default_sources",
+    "describe_devices",
+    "jit_compile",
+    "loss_scale_optimizer",
+    "mixed_precision",
+    "recommend_precision",
+    "with_gradient_accumulation",
+    "xla_auto_clustering",
+    "xla_compile_kwargs",
 ]
 
 

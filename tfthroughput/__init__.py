@@ -15,13 +15,30 @@ __version__ = "0.1.0"
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "DatasetBenchmark": "tfthroughput.benchmark",
+    "DeviceDescription": "tfthroughput.precision",
+    "GPUConfiguration": "tfthroughput.gpus",
     "GPUMonitor": "tfthroughput.monitor",
+    "GPUsAlreadyInitializedError": "tfthroughput.gpus",
     "HostSource": "tfthroughput.sources",
+    "JitChange": "tfthroughput.xla",
     "MetricStats": "tfthroughput.stats",
     "MonitoringWarning": "tfthroughput.sources",
+    "PolicyChange": "tfthroughput.precision",
+    "PrecisionRecommendation": "tfthroughput.precision",
     "Sampler": "tfthroughput.sampler",
+    "XlaCompilationError": "tfthroughput.xla",
     "benchmark_dataset": "tfthroughput.benchmark",
+    "check_mixed_precision_outputs": "tfthroughput.precision",
+    "configure_gpus": "tfthroughput.gpus",
     "default_sources": "tfthroughput.sources",
+    "describe_devices": "tfthroughput.precision",
+    "jit_compile": "tfthroughput.xla",
+    "loss_scale_optimizer": "tfthroughput.precision",
+    "mixed_precision": "tfthroughput.precision",
+    "recommend_precision": "tfthroughput.precision",
+    "with_gradient_accumulation": "tfthroughput.precision",
+    "xla_auto_clustering": "tfthroughput.xla",
+    "xla_compile_kwargs": "tfthroughput.xla",
 }
 
 __all__ = sorted(_EXPORTS)

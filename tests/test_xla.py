@@ -1,0 +1,193 @@
+"""XLA compile kwargs, the scoped auto-clustering switch, and the jit_compile decorator."""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfthroughput.xla import (
+    JitChange,
+    XlaCompilationError,
+    _is_xla_failure,
+    jit_compile,
+    xla_auto_clustering,
+    xla_compile_kwargs,
+)
+
+
+@pytest.fixture(autouse=True)
+def auto_clustering_off():
+    """Each test starts with auto-clustering off and may not leak a setting."""
+    before = tf.config.optimizer.get_jit()
+    tf.config.optimizer.set_jit(False)
+    yield
+    tf.config.optimizer.set_jit(before or False)
+
+
+# --- compile kwargs ----------------------------------------------------------------------------
+
+
+def test_compile_kwargs():
+    assert xla_compile_kwargs() == {"jit_compile": True}
+    assert xla_compile_kwargs(False) == {"jit_compile": False}
+    # On this CPU-only machine the recommendation leaves XLA off, like Keras's "auto".
+    if not tf.config.list_physical_devices("GPU"):
+        assert xla_compile_kwargs("auto") == {"jit_compile": False}
+    with pytest.raises(ValueError, match="Received: enabled='yes'"):
+        xla_compile_kwargs("yes")
+
+
+def test_tiny_model_trains_under_xla():
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1))).astype("float32")
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", **xla_compile_kwargs())
+    assert model.jit_compile is True
+    losses = model.fit(x, y, batch_size=32, epochs=5, verbose=0).history["loss"]
+    assert losses[-1] < losses[0] / 2
+
+
+def test_tiny_model_trains_under_xla_and_mixed_bfloat16():
+    from tfthroughput.precision import mixed_precision
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1))).astype("float32")
+    with mixed_precision("mixed_bfloat16"):
+        model = keras.Sequential(
+            [
+                keras.Input((8,)),
+                keras.layers.Dense(16, activation="relu"),
+                keras.layers.Dense(1, dtype="float32"),
+            ]
+        )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", jit_compile=True)
+    losses = model.fit(x, y, batch_size=32, epochs=5, verbose=0).history["loss"]
+    assert losses[-1] < losses[0] / 2
+
+
+# --- auto-clustering switch --------------------------------------------------------------------
+
+
+def test_scope_turns_on_and_restores():
+    with xla_auto_clustering() as change:
+        assert tf.config.optimizer.get_jit() == "autoclustering"
+        assert (change.previous, change.current, change.changed) == (False, True, True)
+    assert tf.config.optimizer.get_jit() == ""
+
+
+def test_scope_restores_after_an_exception():
+    tf.config.optimizer.set_jit("autoclustering")
+    with pytest.raises(KeyError):
+        with xla_auto_clustering(False):
+            assert tf.config.optimizer.get_jit() == ""
+            raise KeyError("boom")
+    assert tf.config.optimizer.get_jit() == "autoclustering"
+
+
+def test_one_shot_reports_and_restores():
+    change = xla_auto_clustering(True)
+    assert isinstance(change, JitChange)
+    assert str(change) == "XLA auto-clustering: off -> on"
+    assert str(xla_auto_clustering(True)) == "XLA auto-clustering unchanged: on"
+    change.restore()
+    assert tf.config.optimizer.get_jit() == ""
+
+
+def test_auto_clustering_validates():
+    with pytest.raises(TypeError, match="Received: enabled='autoclustering'"):
+        xla_auto_clustering("autoclustering")
+    assert tf.config.optimizer.get_jit() == ""
+
+
+def test_function_traced_under_auto_clustering_runs():
+    @tf.function
+    def step(x):
+        return tf.nn.relu(x) * 2.0 + 1.0
+
+    with xla_auto_clustering():
+        result = step(tf.constant([-1.0, 2.0]))
+    np.testing.assert_array_equal(result.numpy(), [1.0, 5.0])
+
+
+# --- jit_compile decorator ---------------------------------------------------------------------
+
+
+def test_jit_compile_compiles_a_supported_function():
+    @jit_compile
+    def affine(x):
+        return x * 3.0 + 1.0
+
+    np.testing.assert_array_equal(affine(tf.constant([1.0, 2.0])).numpy(), [4.0, 7.0])
+    assert affine.uses_xla is True
+    assert affine.__name__ == "affine"
+    # The XLA kernel really ran: the concrete function carries XLA's must-compile attribute.
+    concrete = affine._function.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    assert concrete.function_def.attr["_XlaMustCompile"].b is True
+
+
+def test_jit_compile_decorates_methods():
+    class Scaler:
+        def __init__(self, factor):
+            self.factor = factor
+
+        @jit_compile
+        def __call__(self, x):
+            return x * self.factor
+
+    np.testing.assert_array_equal(Scaler(2.0)(tf.constant([1.0])).numpy(), [2.0])
+    np.testing.assert_array_equal(Scaler(5.0)(tf.constant([1.0])).numpy(), [5.0])
+
+
+def _host_doubling(x):
+    # tf.numpy_function runs Python, which XLA cannot compile.
+    return tf.numpy_function(lambda a: a * 2, [x], tf.float32)
+
+
+def test_xla_failure_becomes_a_clear_error():
+    decorated = jit_compile(_host_doubling)
+    with pytest.raises(
+        XlaCompilationError, match=r"XLA could not compile _host_doubling\(\)"
+    ) as info:
+        decorated(tf.constant([1.0]))
+    assert "PyFunc" in str(info.value)
+    assert "jit_compile(fallback=True)" in str(info.value)
+    assert isinstance(info.value.__cause__, tf.errors.InvalidArgumentError)
+
+
+def test_fallback_warns_once_then_runs_without_xla():
+    decorated = jit_compile(fallback=True)(_host_doubling)
+    with pytest.warns(RuntimeWarning, match="running it as a plain tf.function"):
+        result = decorated(tf.constant([1.0, 2.0]))
+    np.testing.assert_array_equal(result.numpy(), [2.0, 4.0])
+    assert decorated.uses_xla is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(decorated(tf.constant([3.0])).numpy(), [6.0])
+
+
+def test_other_errors_pass_through():
+    @jit_compile(fallback=True)
+    def broken(x):
+        raise ZeroDivisionError("not XLA's fault")
+
+    # tf.function reports errors raised while tracing as a StagingError; it passes unchanged.
+    with pytest.raises(Exception, match="not XLA's fault") as info:
+        broken(tf.constant(1.0))
+    assert not isinstance(info.value, XlaCompilationError)
+    assert broken.uses_xla is True
+    assert not _is_xla_failure(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes"))
+
+
+def test_jit_compile_rejects_its_own_flag():
+    with pytest.raises(TypeError, match="Received: jit_compile=False"):
+        jit_compile(lambda x: x, jit_compile=False)

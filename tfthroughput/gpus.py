@@ -1,0 +1,183 @@
+"""Configure TensorFlow's GPUs (memory growth, memory limits, visibility) before first use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# TensorFlow raises RuntimeError with these words when the device configuration is changed after
+# the runtime has created its devices.
+_ALREADY_INITIALISED = "cannot be modified after being initialized"
+
+
+class GPUsAlreadyInitializedError(RuntimeError):
+    """:func:`configure_gpus` was called after TensorFlow had set up its GPUs."""
+
+
+@dataclass(frozen=True)
+class GPUConfiguration:
+    """What :func:`configure_gpus` set.
+
+    Attributes:
+        visible: Names of the physical GPUs left visible, e.g.
+            ``("/physical_device:GPU:0",)``; empty when there is no GPU.
+        memory_growth: Names of the visible GPUs whose memory grows on demand.
+        memory_limits_mb: ``(name, megabytes)`` for each visible GPU given a memory limit.
+    """
+
+    visible: tuple[str, ...]
+    memory_growth: tuple[str, ...]
+    memory_limits_mb: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        if not self.visible:
+            return "no GPU visible to TensorFlow: nothing configured"
+        lines = [f"{len(self.visible)} GPU(s) visible: {', '.join(self.visible)}"]
+        if self.memory_growth:
+            lines.append(f"memory growth on: {', '.join(self.memory_growth)}")
+        for name, limit in self.memory_limits_mb:
+            lines.append(f"memory limit {limit} MB: {name}")
+        return "\n".join(lines)
+
+
+def configure_gpus(
+    memory_growth: bool = True,
+    *,
+    memory_limit_mb: int | Mapping[int, int] | None = None,
+    visible: Sequence[int] | None = None,
+) -> GPUConfiguration:
+    """Configure TensorFlow's GPUs; call it first thing, before TensorFlow uses them.
+
+    By default TensorFlow reserves almost all memory of every GPU it sees at start-up, which
+    hides real usage from monitors and blocks other processes. Memory growth allocates on
+    demand instead; a memory limit caps a GPU (TensorFlow then exposes it as one logical
+    device of that size). With no GPU this does nothing and returns an empty configuration.
+
+    Args:
+        memory_growth: Defaults to ``True``: let memory grow on demand on every visible GPU
+            that is not given a memory limit (TensorFlow cannot do both on one GPU).
+        memory_limit_mb: Defaults to ``None``: no limit. An int limits every visible GPU, in
+            megabytes; a mapping ``{gpu_index: megabytes}`` limits only those GPUs.
+        visible: Defaults to ``None``: all GPUs stay visible. Otherwise the indices of the
+            physical GPUs TensorFlow may use, e.g. ``[0]``; others are hidden.
+
+    Returns:
+        A frozen :class:`GPUConfiguration` naming what was set.
+
+    Raises:
+        GPUsAlreadyInitializedError: If TensorFlow has already initialised its GPUs (an op,
+            model or dataset ran before this call), with what to do about it.
+        ValueError: If a GPU index is out of range or a memory limit is not a positive int.
+        TypeError: If an argument has the wrong type.
+
+    Example:
+        >>> import tfthroughput
+        >>> config = tfthroughput.configure_gpus(memory_growth=True)  # before anything else
+        >>> print(config)
+        no GPU visible to TensorFlow: nothing configured
+    """
+    import tensorflow as tf
+
+    return _configure(
+        tf.config,
+        memory_growth=memory_growth,
+        memory_limit_mb=memory_limit_mb,
+        visible=visible,
+    )
+
+
+def _configure(
+    config: Any,
+    *,
+    memory_growth: bool,
+    memory_limit_mb: int | Mapping[int, int] | None,
+    visible: Sequence[int] | None,
+) -> GPUConfiguration:
+    """The work of :func:`configure_gpus` against a ``tf.config``-like object."""
+    if not isinstance(memory_growth, bool):
+        raise TypeError(
+            f"`memory_growth` must be a bool. Received: memory_growth={memory_growth!r}"
+        )
+    gpus = list(config.list_physical_devices("GPU"))
+    indices = _check_visible(visible, len(gpus))
+    limits = _check_limits(memory_limit_mb, indices, len(gpus))
+    if not gpus:
+        return GPUConfiguration((), (), ())
+    chosen = [gpus[i] for i in indices]
+    grown: list[str] = []
+    limited: list[tuple[str, int]] = []
+    try:
+        if len(chosen) != len(gpus):
+            config.set_visible_devices(chosen, "GPU")
+        for index, gpu in zip(indices, chosen, strict=True):
+            if index in limits:
+                config.set_logical_device_configuration(
+                    gpu, [config.LogicalDeviceConfiguration(memory_limit=limits[index])]
+                )
+                limited.append((gpu.name, limits[index]))
+            elif memory_growth:
+                config.experimental.set_memory_growth(gpu, True)
+                grown.append(gpu.name)
+    except RuntimeError as error:
+        raise _translate(error) from error
+    return GPUConfiguration(
+        visible=tuple(gpu.name for gpu in chosen),
+        memory_growth=tuple(grown),
+        memory_limits_mb=tuple(limited),
+    )
+
+
+def _translate(error: RuntimeError) -> RuntimeError:
+    if _ALREADY_INITIALISED not in str(error):
+        return error
+    return GPUsAlreadyInitializedError(
+        "configure_gpus() must run before TensorFlow initialises its GPUs, and they already "
+        f"are ({error}). Call it at the very start of the program, before any tensor, model "
+        "or tf.data pipeline is created; in a notebook, restart the kernel and call it in "
+        "the first cell."
+    )
+
+
+def _check_visible(visible: Sequence[int] | None, count: int) -> list[int]:
+    if visible is None:
+        return list(range(count))
+    if isinstance(visible, (str, bytes)) or not isinstance(visible, Sequence):
+        raise TypeError(
+            f"`visible` must be a sequence of GPU indices or None. Received: visible={visible!r}"
+        )
+    for index in visible:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(
+                f"`visible` must contain int GPU indices. Received: visible={visible!r}"
+            )
+        # Without GPUs there is nothing to select; asking for GPU 0 is then harmless.
+        if count and not 0 <= index < count:
+            raise ValueError(
+                f"`visible` indices must be in [0, {count}) for the {count} GPU(s) TensorFlow "
+                f"sees. Received: visible={visible!r}"
+            )
+    return sorted(set(visible)) if count else []
+
+
+def _check_limits(
+    memory_limit_mb: int | Mapping[int, int] | None, indices: list[int], count: int
+) -> dict[int, int]:
+    if memory_limit_mb is None:
+        return {}
+    if isinstance(memory_limit_mb, Mapping):
+        limits = dict(memory_limit_mb)
+    else:
+        limits = {index: memory_limit_mb for index in indices}
+    for index, limit in limits.items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(
+                "`memory_limit_mb` must be a positive int (megabytes) or a mapping of GPU "
+                f"index to one. Received: memory_limit_mb={memory_limit_mb!r}"
+            )
+        if count and index not in indices:
+            raise ValueError(
+                f"`memory_limit_mb` names GPU {index}, which is not visible (visible: "
+                f"{indices}). Received: memory_limit_mb={memory_limit_mb!r}"
+            )
+    return limits
