@@ -1,0 +1,55 @@
+"""GPU utilization over a block of code, for measurements such as ``diagnose``."""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Iterable, Iterator
+
+from tfthroughput.sampler import Sampler
+from tfthroughput.sources import Source
+
+
+@contextlib.contextmanager
+def gpu_utilization(
+    interval: float = 0.1, *, sources: Iterable[Source] | None = None
+) -> Iterator[Callable[[], float | None]]:
+    """Sample GPU-Util during a ``with`` block; the yielded callable gives the mean afterwards.
+
+    The mean is over every sample of every GPU this process uses, in percent. Without NVML
+    (no driver, no GPU) nothing is sampled, no warning is given, and the result is ``None``.
+
+    Args:
+        interval: Seconds between samples. Defaults to 0.1.
+        sources: The GPU sources to sample; defaults to every GPU visible to this process.
+
+    Example:
+        >>> with gpu_utilization() as mean_utilization:
+        ...     model.fit(dataset, epochs=1)  # doctest: +SKIP
+        >>> mean_utilization()  # e.g. 87.5, or None on a machine without an NVIDIA GPU
+    """
+    gpu_sources = list(sources) if sources is not None else _visible_gpu_sources()
+    result: list[float | None] = []
+    if not gpu_sources:
+        yield lambda: None
+        return
+    with Sampler(gpu_sources, interval) as sampler:
+        yield lambda: result[0] if result else None
+        stats = sampler.collect(sample_now=True)
+    means = [value.mean for key, value in stats.items() if key.endswith("/utilization_percent")]
+    result.append(statistics.fmean(means) if means else None)
+
+
+def _visible_gpu_sources() -> list[Source]:
+    from tfthroughput._nvml import nvml
+    from tfthroughput.devices import visible_gpus
+    from tfthroughput.nvml_source import NVMLGPUSource
+
+    try:
+        pynvml = nvml()
+        return [
+            NVMLGPUSource(pynvml, device, ["utilization_percent"])
+            for device in visible_gpus(pynvml)
+        ]
+    except Exception:  # noqa: BLE001 - a measurement aid: no GPU reading is not a failure
+        return []
