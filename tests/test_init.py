@@ -8,8 +8,15 @@ import sys
 import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
+    "BatchSizeSearch",
+    "BatchSizeTrial",
     "DatasetBenchmark",
+    "DiagnosisReport",
+    "DiagnosisThresholds",
+    "Recommendation",
     "benchmark_dataset",
+    "diagnose",
+    "find_batch_size",
 ]
 
 

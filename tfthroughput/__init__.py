@@ -14,8 +14,15 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
+    "BatchSizeSearch": "tfthroughput.batch_size",
+    "BatchSizeTrial": "tfthroughput.batch_size",
     "DatasetBenchmark": "tfthroughput.benchmark",
+    "DiagnosisReport": "tfthroughput.report",
+    "DiagnosisThresholds": "tfthroughput.report",
+    "Recommendation": "tfthroughput.report",
     "benchmark_dataset": "tfthroughput.benchmark",
+    "diagnose": "tfthroughput.diagnose",
+    "find_batch_size": "tfthroughput.batch_size",
 }
 
 __all__ = sorted(_EXPORTS)
