@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     "DiagnosisThresholds": "tfthroughput.report",
     "Recommendation": "tfthroughput.report",
     "benchmark_dataset": "tfthroughput.benchmark",
-    "diagnose": "tfthroughput.diagnose",
+    "diagnose": "tfthroughput.diagnosis",
     "find_batch_size": "tfthroughput.batch_size",
 }
 
