@@ -45,7 +45,8 @@ def diagnose(
     """Measure where a training run's time goes, and say what to change.
 
     Three measurements, each repeated ``repeats`` times after an untimed warm-up (tracing,
-    XLA compilation, shuffle buffers, autotuning), keeping the fastest:
+    XLA compilation, iterator creation, shuffle buffers, autotuning), keeping the fastest
+    (load from other processes only ever slows a run down):
 
     (a) the input pipeline alone: ``benchmark_dataset`` over ``steps + 1`` batches;
     (b) the training step alone: ``fit`` on a few batches taken from ``dataset`` and cached
@@ -53,9 +54,9 @@ def diagnose(
         copy every ``fit`` step pays);
     (c) both together: ``fit`` on ``dataset`` itself.
 
-    ``(b)`` and ``(c)`` run ``fit`` for one warm-up epoch plus ``repeats`` epochs of ``steps``
-    steps each, timed per epoch (Keras synchronises at each epoch end, and no batch hook is
-    installed, so steps are dispatched as in normal training). The input-bound fraction is
+    ``(b)`` and ``(c)`` alternate, ``repeats`` rounds of each; every round is one ``fit`` of
+    a warm-up epoch and a timed epoch of ``steps`` steps (Keras synchronises at each epoch
+    end, and no batch hook is installed, so steps are dispatched as in normal training). The input-bound fraction is
     ``max(0, 1 - fit_rate / compute_rate)``: the share of the end-to-end step spent beyond
     the compute-only step, i.e. waiting on input. The verdict follows ``thresholds`` (see
     :class:`DiagnosisThresholds`).
@@ -74,13 +75,16 @@ def diagnose(
             ``(x, y, sample_weight)``). It is repeated as needed; it must yield at least one
             batch.
         steps: Batches (a) or training steps (b, c) timed per repeat. Defaults to ``20``.
-        repeats: Timed repeats of each measurement, after one warm-up. Defaults to ``2``.
+        repeats: Timed repeats of each measurement. Defaults to ``2``. ``diagnose`` runs
+            ``4 * repeats * steps`` training steps in all.
         thresholds: Verdict thresholds. Defaults to ``None``: ``DiagnosisThresholds()``.
         utilization_probe: Measures GPU utilization during (c). A zero-argument callable
-            returning a context manager; the context manager is entered when the timed epochs
-            of (c) begin and exited when ``fit`` returns; the value its ``__enter__`` returned
-            is then called with no argument and returns the mean GPU utilization in percent
-            (0..100), or ``None`` if it could not measure. Defaults to ``None``: not measured.
+            returning a context manager. In each (c) round it is called and its context
+            manager entered when the timed epoch begins, and exited when that ``fit``
+            returns; the value its ``__enter__`` returned is then called with no argument and
+            returns the mean GPU utilization of that span in percent (0..100), or ``None`` if
+            it could not measure. The report carries the mean of the rounds' readings (``None``
+            readings left out). Defaults to ``None``: not measured.
         clock: Seconds-returning clock, injectable for tests. Defaults to
             ``time.perf_counter``.
 
@@ -142,32 +146,20 @@ def diagnose(
             benchmark_dataset(repeated, steps + 1, clock=clock).batches_per_second
             for _ in range(repeats + 1)
         )
-        # (b) then (c).
-        compute_seconds = _timed_fit(
-            model, in_memory, steps=steps, repeats=repeats, clock=clock
-        )
-        gpu_utilization = None
-        with contextlib.ExitStack() as stack:
-            readings: list[Callable[[], float | None]] = []
-            on_measure_begin = None
-            if utilization_probe is not None:
-
-                def on_measure_begin() -> None:
-                    readings.append(stack.enter_context(utilization_probe()))
-
-            fit_seconds = _timed_fit(
-                model,
-                repeated,
-                steps=steps,
-                repeats=repeats,
-                clock=clock,
-                on_measure_begin=on_measure_begin,
-            )
-        if readings:
-            gpu_utilization = _check_utilization(readings[0]())
+        # (b) and (c) alternate, so that load from other processes hits both alike.
+        compute_seconds: list[float] = []
+        fit_seconds: list[float] = []
+        utilizations: list[float] = []
+        for _ in range(repeats):
+            compute_seconds += _timed_fit(model, in_memory, steps=steps, repeats=1, clock=clock)
+            seconds, utilization = _fit_round(model, repeated, steps, clock, utilization_probe)
+            fit_seconds += seconds
+            if utilization is not None:
+                utilizations.append(utilization)
     finally:
         _restore(model, saved)
 
+    gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
     compute_rate = _rate(steps, min(compute_seconds))
     fit_rate = _rate(steps, min(fit_seconds))
     fraction = _input_bound_fraction(compute_rate, fit_rate)
@@ -196,6 +188,31 @@ def diagnose(
         gpu_utilization_percent=gpu_utilization,
         thresholds=thresholds,
     )
+
+
+def _fit_round(
+    model: keras.Model,
+    dataset: tf.data.Dataset,
+    steps: int,
+    clock: Callable[[], float],
+    utilization_probe: UtilizationProbe | None,
+) -> tuple[list[float], float | None]:
+    """One (c) measurement; the probe, if any, spans its timed epoch."""
+    with contextlib.ExitStack() as stack:
+        readings: list[Callable[[], float | None]] = []
+
+        def on_measure_begin() -> None:
+            readings.append(stack.enter_context(utilization_probe()))
+
+        seconds = _timed_fit(
+            model,
+            dataset,
+            steps=steps,
+            repeats=1,
+            clock=clock,
+            on_measure_begin=None if utilization_probe is None else on_measure_begin,
+        )
+    return seconds, _check_utilization(readings[0]()) if readings else None
 
 
 # ---------------------------------------------------------------------------- validation
