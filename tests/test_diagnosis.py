@@ -103,7 +103,7 @@ def test_compute_heavy_model_on_in_memory_data_is_compute_bound():
     x, y = _arrays(n=512, features=256)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(128).cache()
 
-    report = diagnose(model, dataset, steps=10, repeats=3)
+    report = diagnose(model, dataset, steps=10, repeats=5)
 
     assert report.verdict == COMPUTE_BOUND, str(report)
     assert report.input_bound_fraction <= 0.15
@@ -136,7 +136,7 @@ def test_model_and_optimizer_state_are_restored_exactly():
         (before_metrics, _values(model.metrics_variables)),
     ):
         assert len(before) == len(after)
-        for old, new in zip(before, after):
+        for old, new in zip(before, after, strict=True):
             np.testing.assert_array_equal(old, new)
     assert model.history is history
 
@@ -170,7 +170,7 @@ def test_state_is_restored_when_a_measurement_fails():
 
     with pytest.raises(Boom):
         diagnose(model, dataset, steps=2, repeats=1, utilization_probe=failing_probe)
-    for old, new in zip(before, _values(model.variables)):
+    for old, new in zip(before, _values(model.variables), strict=True):
         np.testing.assert_array_equal(old, new)
     assert int(model.optimizer.iterations.numpy()) == 0
 
@@ -334,7 +334,9 @@ def test_argument_guards():
     uncompiled = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
     with pytest.raises(ValueError, match="`model` must be compiled"):
         diagnose(uncompiled, dataset)
-    with pytest.raises(TypeError, match=r"`dataset` must be a tf.data.Dataset. Received: dataset=\["):
+    with pytest.raises(
+        TypeError, match=r"`dataset` must be a tf.data.Dataset. Received: dataset=\["
+    ):
         diagnose(model, [1, 2])
     with pytest.raises(ValueError, match="`steps` must be a positive int. Received: steps=0"):
         diagnose(model, dataset, steps=0)

@@ -52,7 +52,7 @@ def test_report_is_frozen():
 def test_terminal_text():
     assert str(_report()) == "\n".join(
         [
-            "tfthroughput diagnosis (batch size 32, best of 2 x 20 steps)",
+            "tfthroughput diagnosis (batch size 32, median of 2 x 20 steps)",
             "measurement               batches/s  examples/s  ms/batch",
             "------------------------  ---------  ----------  --------",
             "(a) input pipeline alone       25.0         800     40.00",

@@ -228,11 +228,7 @@ def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
     if isinstance(data, tf.data.Dataset):
 
         def make(batch_size: int) -> tf.data.Dataset:
-            return (
-                data.repeat()
-                .batch(batch_size, drop_remainder=True)
-                .prefetch(tf.data.AUTOTUNE)
-            )
+            return data.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
         return make
     if callable(data):
@@ -294,9 +290,7 @@ def _default_trial(
     keras.backend.clear_session()  # also collects garbage (free_memory=True)
     model = build_model()
     if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`build_model` must return a compiled keras.Model. Received: {model!r}"
-        )
+        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
     dataset = make_dataset(batch_size)
     if memory_limit_bytes is None:
         seconds = _timed_fit(model, dataset, steps=steps, repeats=1, clock=clock)

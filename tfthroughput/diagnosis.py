@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -37,7 +38,7 @@ def diagnose(
     dataset: tf.data.Dataset,
     *,
     steps: int = 20,
-    repeats: int = 2,
+    repeats: int = 3,
     thresholds: DiagnosisThresholds | None = None,
     utilization_probe: UtilizationProbe | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -45,8 +46,8 @@ def diagnose(
     """Measure where a training run's time goes, and say what to change.
 
     Three measurements, each repeated ``repeats`` times after an untimed warm-up (tracing,
-    XLA compilation, iterator creation, shuffle buffers, autotuning), keeping the fastest
-    (load from other processes only ever slows a run down):
+    XLA compilation, iterator creation, shuffle buffers, autotuning); the report keeps the
+    median of the repeats, which one lucky or unlucky run on a shared machine cannot move:
 
     (a) the input pipeline alone: ``benchmark_dataset`` over ``steps + 1`` batches;
     (b) the training step alone: ``fit`` on a few batches taken from ``dataset`` and cached
@@ -56,10 +57,10 @@ def diagnose(
 
     ``(b)`` and ``(c)`` alternate, ``repeats`` rounds of each; every round is one ``fit`` of
     a warm-up epoch and a timed epoch of ``steps`` steps (Keras synchronises at each epoch
-    end, and no batch hook is installed, so steps are dispatched as in normal training). The input-bound fraction is
-    ``max(0, 1 - fit_rate / compute_rate)``: the share of the end-to-end step spent beyond
-    the compute-only step, i.e. waiting on input. The verdict follows ``thresholds`` (see
-    :class:`DiagnosisThresholds`).
+    end, and no batch hook is installed, so steps are dispatched as in normal training).
+    The input-bound fraction is ``max(0, 1 - fit_rate / compute_rate)``: the share of the
+    end-to-end step spent beyond the compute-only step, i.e. waiting on input. The verdict
+    follows ``thresholds`` (see :class:`DiagnosisThresholds`).
 
     The model is trained during the measurements, so every variable of the model (weights,
     non-trainable state such as batch-norm statistics, random seed state), of its optimizer
@@ -75,8 +76,8 @@ def diagnose(
             ``(x, y, sample_weight)``). It is repeated as needed; it must yield at least one
             batch.
         steps: Batches (a) or training steps (b, c) timed per repeat. Defaults to ``20``.
-        repeats: Timed repeats of each measurement. Defaults to ``2``. ``diagnose`` runs
-            ``4 * repeats * steps`` training steps in all.
+        repeats: Timed repeats of each measurement (the median is kept). Defaults to
+            ``3``. ``diagnose`` runs ``4 * repeats * steps`` training steps in all.
         thresholds: Verdict thresholds. Defaults to ``None``: ``DiagnosisThresholds()``.
         utilization_probe: Measures GPU utilization during (c). A zero-argument callable
             returning a context manager. In each (c) round it is called and its context
@@ -142,10 +143,10 @@ def diagnose(
     try:
         # (a) Each benchmark creates a fresh iterator; the first run is the warm-up, and
         # batches_per_second excludes each run's first batch.
-        input_rate = max(
+        input_rates = [
             benchmark_dataset(repeated, steps + 1, clock=clock).batches_per_second
             for _ in range(repeats + 1)
-        )
+        ][1:]
         # (b) and (c) alternate, so that load from other processes hits both alike.
         compute_seconds: list[float] = []
         fit_seconds: list[float] = []
@@ -160,8 +161,9 @@ def diagnose(
         _restore(model, saved)
 
     gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
-    compute_rate = _rate(steps, min(compute_seconds))
-    fit_rate = _rate(steps, min(fit_seconds))
+    input_rate = statistics.median(input_rates)
+    compute_rate = _rate(steps, statistics.median(compute_seconds))
+    fit_rate = _rate(steps, statistics.median(fit_seconds))
     fraction = _input_bound_fraction(compute_rate, fit_rate)
     verdict = _verdict(fraction, _per(compute_rate), thresholds)
     recommendations = _recommendations(
@@ -284,7 +286,7 @@ def _snapshot(model: keras.Model) -> tuple[list, list[np.ndarray], object]:
 
 def _restore(model: keras.Model, saved: tuple[list, list[np.ndarray], object]) -> None:
     variables, values, history = saved
-    for variable, value in zip(variables, values):
+    for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
     model.history = history
 

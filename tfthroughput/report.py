@@ -114,7 +114,7 @@ class DiagnosisReport:
     Attributes:
         batch_size: Examples per batch (leading dimension of the dataset's first batch).
         steps: Batches or training steps timed per repeat.
-        repeats: Timed repeats of each measurement (the fastest is kept).
+        repeats: Timed repeats of each measurement (the median is kept).
         input_batches_per_second: (a) The input pipeline alone, iterated as ``fit`` would.
         compute_batches_per_second: (b) ``fit`` on a few batches cached in memory: the
             compute-only limit.
@@ -208,13 +208,13 @@ class DiagnosisReport:
 
         def line(row: tuple[str, ...]) -> str:
             cells = [row[0].ljust(widths[0])] + [
-                cell.rjust(width) for cell, width in zip(row[1:], widths[1:])
+                cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
             ]
             return "  ".join(cells).rstrip()
 
         lines = [
             f"tfthroughput diagnosis (batch size {self.batch_size}, "
-            f"best of {self.repeats} x {self.steps} steps)",
+            f"median of {self.repeats} x {self.steps} steps)",
             line(header),
             line(tuple("-" * w for w in widths)),
             *(line(row) for row in rows[1:]),
@@ -229,7 +229,7 @@ class DiagnosisReport:
     def to_markdown(self) -> str:
         """The report as GitHub-flavoured markdown (also what TensorBoard's text tab shows)."""
         lines = [
-            f"**tfthroughput diagnosis** (batch size {self.batch_size}, best of "
+            f"**tfthroughput diagnosis** (batch size {self.batch_size}, median of "
             f"{self.repeats} x {self.steps} steps)",
             "",
             "| measurement | batches/s | examples/s | ms/batch |",
