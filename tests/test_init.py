@@ -8,8 +8,12 @@ import sys
 import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
+    "BatchSizeSearch",
+    "BatchSizeTrial",
     "DatasetBenchmark",
     "DeviceDescription",
+    "DiagnosisReport",
+    "DiagnosisThresholds",
     "GPUConfiguration",
     "GPUMonitor",
     "GPUsAlreadyInitializedError",
@@ -19,6 +23,7 @@ EXPECTED_PUBLIC_NAMES = [
     "MonitoringWarning",
     "PolicyChange",
     "PrecisionRecommendation",
+    "Recommendation",
     "Sampler",
     "XlaCompilationError",
     "benchmark_dataset",
@@ -26,6 +31,8 @@ EXPECTED_PUBLIC_NAMES = [
     "configure_gpus",
     "default_sources",
     "describe_devices",
+    "diagnose",
+    "find_batch_size",
     "jit_compile",
     "loss_scale_optimizer",
     "mixed_precision",

@@ -14,8 +14,12 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
+    "BatchSizeSearch": "tfthroughput.batch_size",
+    "BatchSizeTrial": "tfthroughput.batch_size",
     "DatasetBenchmark": "tfthroughput.benchmark",
     "DeviceDescription": "tfthroughput.precision",
+    "DiagnosisReport": "tfthroughput.report",
+    "DiagnosisThresholds": "tfthroughput.report",
     "GPUConfiguration": "tfthroughput.gpus",
     "GPUMonitor": "tfthroughput.monitor",
     "GPUsAlreadyInitializedError": "tfthroughput.gpus",
@@ -25,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "MonitoringWarning": "tfthroughput.sources",
     "PolicyChange": "tfthroughput.precision",
     "PrecisionRecommendation": "tfthroughput.precision",
+    "Recommendation": "tfthroughput.report",
     "Sampler": "tfthroughput.sampler",
     "XlaCompilationError": "tfthroughput.xla",
     "benchmark_dataset": "tfthroughput.benchmark",
@@ -32,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "configure_gpus": "tfthroughput.gpus",
     "default_sources": "tfthroughput.sources",
     "describe_devices": "tfthroughput.precision",
+    "diagnose": "tfthroughput.diagnosis",
+    "find_batch_size": "tfthroughput.batch_size",
     "jit_compile": "tfthroughput.xla",
     "loss_scale_optimizer": "tfthroughput.precision",
     "mixed_precision": "tfthroughput.precision",
