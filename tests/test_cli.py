@@ -1,0 +1,79 @@
+"""The `tfthroughput` command, run as a user runs it: in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from events import read_scalars
+
+
+def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run(
+        [sys.executable, "-m", "tfthroughput.cli", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+    )
+
+
+def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path):
+    log_dir = tmp_path / "logs"
+    result = run_cli("demo", "--images", "96", "--epochs", "2", "--batch-size", "16",
+                     "--log-dir", str(log_dir))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "[1/4] Writing 96 synthetic JPEGs" in out
+    assert "build_pipeline vs naive:" in out
+    assert "verdict" in out.lower()
+    assert out.rstrip().endswith(f"tensorboard --logdir {log_dir}")
+    for run in ("naive", "build_pipeline"):
+        hardware = read_scalars(log_dir / run / "hardware")
+        assert [step for step, _ in hardware["epoch/examples_per_second"]] == [0, 1]
+        assert [step for step, _ in read_scalars(log_dir / run / "train")["epoch_loss"]] == [0, 1]
+    # A second run reuses the images it wrote.
+    again = run_cli("demo", "--images", "96", "--epochs", "1", "--batch-size", "16",
+                    "--log-dir", str(log_dir))
+    assert again.returncode == 0, again.stderr
+    assert "[1/4] Reusing 96 JPEGs" in again.stdout
+
+
+def test_info_reports_versions_devices_nvml_and_precision():
+    result = run_cli("info")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("TensorFlow ")
+    assert "TensorFlow devices: /physical_device:CPU:0" in result.stdout
+    assert "NVML: unavailable: the NVML library (libnvidia-ml.so.1) was not found" in result.stdout
+    assert "precision policy: " in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "the following arguments are required: COMMAND"),
+        (("train",), "invalid choice: 'train'"),
+        (("demo", "--epochs", "0"), "argument --epochs: expected a positive integer, got '0'"),
+        (("demo", "--images", "many"), "argument --images: expected a positive integer"),
+        (("demo", "--colour", "red"), "unrecognized arguments: --colour red"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(args, message):
+    result = run_cli(*args, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_an_unusable_log_dir_exits_1_with_the_reason(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run_cli("demo", "--images", "9", "--epochs", "1", "--log-dir", str(blocker / "logs"))
+    assert result.returncode == 1
+    assert "tfthroughput demo: error:" in result.stderr
+
+
+@pytest.mark.parametrize("command", [(), ("demo",), ("info",)])
+def test_every_command_has_help(command):
+    result = run_cli(*command, "--help", timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: tfthroughput")
