@@ -9,7 +9,11 @@ import tfthroughput
 
 EXPECTED_PUBLIC_NAMES = [
     "DatasetBenchmark",
+    "PipelineDescription",
+    "PipelineStage",
     "benchmark_dataset",
+    "build_pipeline",
+    "describe_pipeline",
 ]
 
 

@@ -15,7 +15,11 @@ __version__ = "0.1.0"
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "DatasetBenchmark": "tfthroughput.benchmark",
+    "PipelineDescription": "tfthroughput.pipeline_description",
+    "PipelineStage": "tfthroughput.pipeline_description",
     "benchmark_dataset": "tfthroughput.benchmark",
+    "build_pipeline": "tfthroughput.pipeline",
+    "describe_pipeline": "tfthroughput.pipeline_description",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -321,17 +321,17 @@ def _resolve_files(source: Any) -> list[str] | None:
                 )
             return matches
         if not tf.io.gfile.exists(path):
-            raise ValueError(
-                f"`source` is a path that does not exist. Received: source={path!r}"
-            )
+            raise ValueError(f"`source` is a path that does not exist. Received: source={path!r}")
         if tf.io.gfile.isdir(path):
             raise ValueError(
                 "`source` is a folder; pass a glob pattern of its files instead, e.g. "
                 f"{os.path.join(path, '*.jpg')!r}. Received: source={path!r}"
             )
         return [path]
-    if isinstance(source, (list, tuple)) and source and all(
-        isinstance(item, (str, os.PathLike)) for item in source
+    if (
+        isinstance(source, (list, tuple))
+        and source
+        and all(isinstance(item, (str, os.PathLike)) for item in source)
     ):
         return [os.fspath(item) for item in source]
     return None
@@ -457,7 +457,9 @@ def _is_array_structure(source: Any) -> bool:
 
 
 def _check_labels(labels: Any, num_files: int) -> Any:
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, (Sequence, np.ndarray, tf.Tensor)):
+    if isinstance(labels, (str, bytes)) or not isinstance(
+        labels, (Sequence, np.ndarray, tf.Tensor)
+    ):
         raise TypeError(
             "`labels` must be a list or array with one label per file. "
             f"Received: labels={_short(labels)} of type {type(labels).__name__}"
