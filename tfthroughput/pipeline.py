@@ -90,8 +90,10 @@ def build_pipeline(
             With a file source and no cache, the file order is reshuffled each epoch as well.
         repeat: ``False`` (default): one pass. ``True``: forever. An int: that many passes.
         drop_remainder: Drop the last, smaller batch. Defaults to ``False``.
-        deterministic: Keep the source order through the parallel stages. Defaults to
-            ``False``: stages may hand out whichever example is ready first, which is faster.
+        deterministic: Keep the order through the parallel stages, so every run yields the
+            same sequence (with several files, records then alternate between
+            ``parallel_reads`` files, as ``interleave`` does). Defaults to ``False``: stages may
+            hand out whichever example is ready first, which is faster.
         parallel_reads: Files read at once (the interleave's ``cycle_length`` and parallel
             calls, or the read ``map``'s parallel calls). Defaults to ``None``: ``AUTOTUNE``,
             which starts at the number of CPU cores; sources that wait rather than compute
@@ -114,12 +116,16 @@ def build_pipeline(
             to be batched have shapes that are not fully known.
 
     Example:
+        >>> def decode(data, label):
+        ...     return tf.image.resize(tf.io.decode_jpeg(data, channels=3), (72, 72)), label
+        >>> def flip(image, label):
+        ...     return tf.image.random_flip_left_right(image), label
         >>> ds = build_pipeline(
         ...     "photos/*.jpg",
-        ...     labels=labels,  # one per file, in the sorted order of the glob
+        ...     labels=labels,  # one per file, in the sorted order of the glob's matches
         ...     read_fn=tf.io.read_file,
-        ...     preprocess_fn=lambda data, y: (tf.image.resize(tf.io.decode_jpeg(data, 3), (72, 72)), y),
-        ...     augment_fn=lambda x, y: (tf.image.random_flip_left_right(x), y),
+        ...     preprocess_fn=decode,
+        ...     augment_fn=flip,
         ...     cache=True,
         ...     shuffle_buffer=1000,
         ...     batch_size=64,
