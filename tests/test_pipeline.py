@@ -220,6 +220,17 @@ def test_options_default_and_ram_budget():
     budgeted = build_pipeline((X, Y), batch_size=4, ram_budget=2**28, deterministic=True)
     assert budgeted.options().autotune.ram_budget == 2**28
     assert budgeted.options().deterministic is True
+    assert budgeted.options().threading.private_threadpool_size is None
+
+
+def test_threadpool_is_sized_for_many_parallel_reads():
+    many = (os.cpu_count() or 1) + 3
+    wide = build_pipeline(tf.data.Dataset.range(4), batch_size=None, parallel_reads=many)
+    assert wide.options().threading.private_threadpool_size == many
+    narrow = build_pipeline(tf.data.Dataset.range(4), batch_size=None, parallel_reads=1)
+    assert narrow.options().threading.private_threadpool_size is None
+    explicit = build_pipeline(tf.data.Dataset.range(4), batch_size=None, threadpool_size=5)
+    assert explicit.options().threading.private_threadpool_size == 5
 
 
 # --- cache and augmentation ------------------------------------------------------------------
@@ -291,6 +302,7 @@ def test_cache_on_an_infinite_dataset_is_refused():
         ({"repeat": "yes"}, TypeError, r"Received: repeat='yes'"),
         ({"parallel_reads": 0}, ValueError, r"Received: parallel_reads=0"),
         ({"ram_budget": -1}, ValueError, r"Received: ram_budget=-1"),
+        ({"threadpool_size": 0}, ValueError, r"Received: threadpool_size=0"),
         ({"deterministic": "no"}, TypeError, r"`deterministic` must be a bool.*'no'"),
         ({"drop_remainder": 1}, TypeError, r"Received: drop_remainder=1"),
         ({"seed": 1.5}, TypeError, r"Received: seed=1.5"),

@@ -67,6 +67,7 @@ def test_full_pipeline_is_described_stage_by_stage():
         "deterministic": False,
         "autotune.enabled": True,
         "autotune.ram_budget": 2**30,
+        "threading.private_threadpool_size": None,
     }
     assert description.element_spec == str(dataset.element_spec)
     text = str(description)

@@ -52,6 +52,7 @@ def build_pipeline(
     deterministic: bool = False,
     parallel_reads: int | None = None,
     ram_budget: int | None = None,
+    threadpool_size: int | None = None,
     seed: int | None = None,
 ) -> tf.data.Dataset:
     """Build a ``tf.data.Dataset`` whose stages follow TensorFlow's data performance guide.
@@ -96,10 +97,16 @@ def build_pipeline(
             hand out whichever example is ready first, which is faster.
         parallel_reads: Files read at once (the interleave's ``cycle_length`` and parallel
             calls, or the read ``map``'s parallel calls). Defaults to ``None``: ``AUTOTUNE``,
-            which starts at the number of CPU cores; sources that wait rather than compute
-            (network files, slow generators) gain from more.
+            at most the number of CPU cores. Sources that wait rather than compute (network
+            files, Python generators, ``tf.py_function``) gain from more; a value above the
+            number of cores also sizes the threadpool (see ``threadpool_size``).
         ram_budget: ``tf.data`` autotuning RAM budget in bytes. Defaults to ``None``: tf.data's
             own default, half of the RAM.
+        threadpool_size: Threads of a private threadpool for the pipeline's functions
+            (``tf.data.Options().threading.private_threadpool_size``). Defaults to ``None``:
+            ``parallel_reads`` when that exceeds the number of CPU cores (functions that wait,
+            like generators, would otherwise queue for the shared pool, one per core), else
+            TensorFlow's shared pool.
         seed: Seed of the shuffle (and file shuffle). Defaults to ``None``: a random seed.
 
     Returns:
@@ -110,7 +117,7 @@ def build_pipeline(
         TypeError: If an argument has the wrong type, or ``preprocess_fn``/``augment_fn``/
             ``batch_fn``/``read_fn`` returns ``None``.
         ValueError: If ``batch_size``, ``shuffle_buffer``, ``repeat``, ``parallel_reads`` or
-            ``ram_budget`` is not positive; a glob matches no file; a file path does not
+            ``ram_budget``/``threadpool_size`` is not positive; a glob matches no file; a file path does not
             exist; the cache folder is missing or not writable; ``cache`` is asked for on an
             infinite dataset; ``augment_fn`` changes the structure of the example; or examples
             to be batched have shapes that are not fully known.
@@ -140,6 +147,7 @@ def build_pipeline(
     _check_positive_int(shuffle_buffer, "shuffle_buffer", allow_none=True)
     _check_positive_int(parallel_reads, "parallel_reads", allow_none=True)
     _check_positive_int(ram_budget, "ram_budget", allow_none=True)
+    _check_positive_int(threadpool_size, "threadpool_size", allow_none=True)
     for name, value in (("drop_remainder", drop_remainder), ("deterministic", deterministic)):
         if not isinstance(value, bool):
             raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
@@ -305,6 +313,11 @@ def build_pipeline(
     options.autotune.enabled = True
     if ram_budget is not None:
         options.autotune.ram_budget = int(ram_budget)
+    if threadpool_size is None and parallel_reads is not None:
+        if parallel_reads > (os.cpu_count() or 1):
+            threadpool_size = parallel_reads
+    if threadpool_size is not None:
+        options.threading.private_threadpool_size = int(threadpool_size)
     dataset = dataset.with_options(options)
 
     _record(dataset, PipelineDescription(source=source_text, stages=tuple(stages)))
