@@ -116,11 +116,11 @@ def build_pipeline(
     Raises:
         TypeError: If an argument has the wrong type, or ``preprocess_fn``/``augment_fn``/
             ``batch_fn``/``read_fn`` returns ``None``.
-        ValueError: If ``batch_size``, ``shuffle_buffer``, ``repeat``, ``parallel_reads`` or
-            ``ram_budget``/``threadpool_size`` is not positive; a glob matches no file; a file path does not
-            exist; the cache folder is missing or not writable; ``cache`` is asked for on an
-            infinite dataset; ``augment_fn`` changes the structure of the example; or examples
-            to be batched have shapes that are not fully known.
+        ValueError: If ``batch_size``, ``shuffle_buffer``, ``repeat``, ``parallel_reads``,
+            ``ram_budget`` or ``threadpool_size`` is not positive; a glob matches no file; a
+            file path does not exist; the cache folder is missing or not writable; ``cache`` is
+            asked for on an infinite dataset; ``augment_fn`` changes the structure of the
+            example; or examples to be batched have shapes that are not fully known.
 
     Example:
         >>> def decode(data, label):
