@@ -3,14 +3,14 @@
 The JPEG workload (decode, resize, random crop and flip) feeds a small convolutional model.
 The builder pipeline caches the decoded, resized images (``cache=True``), so the first epoch
 decodes every file and later epochs only augment. The compute-only limit trains on the same
-batches already materialised as NumPy arrays. Epoch times come from a callback; the two
+batches already materialised in memory. Epoch times come from a callback; the two
 alternate, each on a fresh model warmed up beforehand (tracing is not timed), median of
 ``--repeats``. The ratio printed is limit time / builder time (1.0 = the pipeline costs
 nothing). On a CPU-only machine preprocessing and training share the same cores, so the first
 epoch (decoding every file) cannot reach the limit there; with an accelerator the model runs
 elsewhere and the first epoch's decoding overlaps with it.
 
-Run: ``python benchmarks/pipeline_fit.py [--images 512] [--epochs 4] [--repeats 3]``
+Run: ``python benchmarks/pipeline_fit.py [--images 512] [--epochs 4] [--repeats 5]``
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ def make_model():
         optimizer="adam",
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
-    # Warm up: trace the train step on one batch of the right shape, outside the timing.
+    # Warm up: trace the train step on one batch of the timed runs' spec, outside the timing.
     x = np.zeros((BATCH_SIZE, CROP_TO, CROP_TO, 3), np.float32)
-    y = np.zeros((BATCH_SIZE,), np.int64)
-    model.fit(x, y, batch_size=BATCH_SIZE, epochs=1, verbose=0)
+    y = np.zeros((BATCH_SIZE,), np.int32)
+    warm = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH_SIZE, drop_remainder=True)
+    model.fit(warm, epochs=1, verbose=0)
     return model
 
 
@@ -83,7 +84,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     keras.utils.set_random_seed(0)
 
@@ -103,16 +104,25 @@ def main(argv=None):
                 drop_remainder=True,
             )
 
-        # The limit: one epoch of the builder's batches, materialised in memory.
+        # The limit: one epoch of the builder's batches, materialised in memory as tensors,
+        # handed out by a trivial dataset (slicing in-memory tensors costs next to nothing).
         batches = list(builder())
-        x = np.concatenate([b[0].numpy() for b in batches])
-        y = np.concatenate([b[1].numpy() for b in batches])
+        x = tf.concat([b[0] for b in batches], axis=0)
+        y = tf.concat([b[1] for b in batches], axis=0)
+
+        def in_memory():
+            return (
+                tf.data.Dataset.from_tensor_slices((x, y))
+                .batch(BATCH_SIZE, drop_remainder=True)
+                .prefetch(tf.data.AUTOTUNE)
+            )
+
         read = benchmark_dataset(builder())
         print(f"builder pipeline alone, first epoch: {read}")
 
         limit, built = [], []
         for repeat in range(args.repeats):
-            limit.append(fit_epochs(x, args.epochs, y=y, batch_size=BATCH_SIZE, shuffle=False))
+            limit.append(fit_epochs(in_memory(), args.epochs, shuffle=False))
             built.append(fit_epochs(builder(), args.epochs, shuffle=False))
             print(
                 f"repeat {repeat + 1}: limit "
@@ -135,10 +145,14 @@ def main(argv=None):
                 else ""
             )
         )
-    later = min(ratios[1:]) if len(ratios) > 1 else float("nan")
+    # Epochs 2+ together: total limit time over total builder time (medians per epoch).
+    later = sum(statistics.median(run[e] for run in limit) for e in range(1, args.epochs)) / sum(
+        statistics.median(run[e] for run in built) for e in range(1, args.epochs)
+    )
     print(
-        f"SUMMARY fit: epochs 2+ reach >= {later:.2f} of the compute-only limit (target >= 0.95); "
-        f"epoch 1 {ratios[0]:.2f} (CPU only: preprocessing and training share the same cores)"
+        f"SUMMARY fit: epochs 2-{args.epochs} reach {later:.2f} of the compute-only limit "
+        f"(target >= 0.95; worst epoch {min(ratios[1:]):.2f}); epoch 1 {ratios[0]:.2f} "
+        "(CPU only: preprocessing and training share the same cores)"
     )
 
 
