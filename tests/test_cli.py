@@ -14,14 +14,19 @@ def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedP
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run(
         [sys.executable, "-m", "tfthroughput.cli", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
     )
 
 
 def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path):
     log_dir = tmp_path / "logs"
-    result = run_cli("demo", "--images", "96", "--epochs", "2", "--batch-size", "16",
-                     "--log-dir", str(log_dir))
+    result = run_cli(
+        "demo", "--images", "96", "--epochs", "2", "--batch-size", "16", "--log-dir", str(log_dir)
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "[1/4] Writing 96 synthetic JPEGs" in out
@@ -33,8 +38,9 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
         assert [step for step, _ in hardware["epoch/examples_per_second"]] == [0, 1]
         assert [step for step, _ in read_scalars(log_dir / run / "train")["epoch_loss"]] == [0, 1]
     # A second run reuses the images it wrote.
-    again = run_cli("demo", "--images", "96", "--epochs", "1", "--batch-size", "16",
-                    "--log-dir", str(log_dir))
+    again = run_cli(
+        "demo", "--images", "96", "--epochs", "1", "--batch-size", "16", "--log-dir", str(log_dir)
+    )
     assert again.returncode == 0, again.stderr
     assert "[1/4] Reusing 96 JPEGs" in again.stdout
 

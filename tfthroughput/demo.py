@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,9 +21,10 @@ import tensorflow as tf
 from tfthroughput.diagnosis import diagnose
 from tfthroughput.monitor import GPUMonitor
 from tfthroughput.pipeline import build_pipeline
+from tfthroughput.sources import MonitoringWarning
 
 CLASSES = ("disc", "square", "stripes")
-STORED_SIZE = 96  # JPEGs are stored larger than the model input, so decoding+resizing costs
+STORED_SIZE = 192  # JPEGs are stored larger than the model input, so decoding+resizing costs
 INPUT_SIZE = 48
 
 Print = Callable[[str], None]
@@ -48,8 +50,8 @@ def write_images(folder: str, count: int, seed: int = 0, echo: Print = print) ->
     step = max(1, count // 4)
     for index in range(count):
         label = CLASSES[index % len(CLASSES)]
-        cx, cy = rng.integers(24, STORED_SIZE - 24, size=2)
-        radius = rng.integers(10, 22)
+        cx, cy = rng.integers(STORED_SIZE // 4, 3 * STORED_SIZE // 4, size=2)
+        radius = rng.integers(STORED_SIZE // 10, STORED_SIZE // 5)
         if label == "disc":
             mask = (xx - cx) ** 2 + (yy - cy) ** 2 < radius**2
         elif label == "square":
@@ -127,12 +129,34 @@ def small_cnn() -> keras.Model:
     return model
 
 
-def train(name: str, dataset, epochs: int, batch_size: int, log_dir: str) -> RunSummary:
+class _EpochLine(keras.callbacks.Callback):
+    """One short progress line per epoch (Keras's own would list every logged metric)."""
+
+    def __init__(self, epochs: int, echo: Print) -> None:
+        super().__init__()
+        self.epochs = epochs
+        self.echo = echo
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        self.echo(
+            f"  epoch {epoch + 1}/{self.epochs}: loss {logs.get('loss', float('nan')):.3f}, "
+            f"{logs.get('epoch_examples_per_second', float('nan')):,.0f} examples/s, "
+            f"host CPU {logs.get('host_cpu_percent', float('nan')):.0f} %"
+        )
+
+
+def train(
+    name: str, dataset, epochs: int, batch_size: int, log_dir: str, echo: Print = print
+) -> RunSummary:
     model = small_cnn()
     run_dir = os.path.join(log_dir, name)
     monitor = GPUMonitor(run_dir, interval=0.25, batch_size=batch_size, update_logs=True)
     board = keras.callbacks.TensorBoard(run_dir)
-    history = model.fit(dataset, epochs=epochs, callbacks=[board, monitor], verbose=2).history
+    callbacks = [board, monitor, _EpochLine(epochs, echo)]  # after the monitor: sees its logs
+    history = model.fit(
+        dataset, epochs=epochs, callbacks=callbacks, verbose=0, shuffle=False
+    ).history
     gpu_keys = sorted(
         k for k in history if k.startswith("gpu") and k.endswith("_utilization_percent")
     )
@@ -173,6 +197,18 @@ def comparison_table(runs: list[RunSummary]) -> str:
     return "\n".join(lines)
 
 
+def gpu_status() -> str:
+    """One line on what the monitor can sample here."""
+    from tfthroughput._nvml import NVMLUnavailable, nvml
+    from tfthroughput.devices import visible_gpus
+
+    try:
+        gpus = visible_gpus(nvml())
+    except NVMLUnavailable as error:
+        return f"off ({error}); host CPU/RAM are still monitored"
+    return ", ".join(f"gpu{gpu.index}: {gpu.name}" for gpu in gpus) or "no GPU visible"
+
+
 def run_demo(
     *,
     images: int = 1200,
@@ -195,13 +231,17 @@ def run_demo(
     else:
         echo(f"[1/4] Reusing {images} JPEGs in {data_dir}")
     labels = labels_of(paths)
+    echo(f"GPU metrics: {gpu_status()}")
 
     runs = []
     for step, (name, make) in enumerate(
         (("naive", naive_pipeline), ("build_pipeline", tuned_pipeline)), start=2
     ):
         echo(f"[{step}/4] Training a small CNN on the {name} pipeline ({epochs} epochs)")
-        runs.append(train(name, make(paths, labels, batch_size), epochs, batch_size, log_dir))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MonitoringWarning)  # said once, above
+            dataset = make(paths, labels, batch_size)
+            runs.append(train(name, dataset, epochs, batch_size, log_dir, echo))
 
     echo("[4/4] Diagnosing the naive pipeline")
     report = diagnose(small_cnn(), naive_pipeline(paths, labels, batch_size), steps=10, repeats=1)
