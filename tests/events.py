@@ -19,7 +19,8 @@ def read_scalars(path: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
     files = [os.fspath(path)] if os.path.isfile(path) else event_files(path)
     scalars: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for file in files:
-        for event in tf.compat.v1.train.summary_iterator(file):
+        for record in tf.data.TFRecordDataset(file):
+            event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name == "scalars":
                     scalars[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
