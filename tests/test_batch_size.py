@@ -172,9 +172,9 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
         (
             dict(max_batch_size=2.5),
             TypeError,
-            "`max_batch_size` must be an int. Received: max_batch_size=2.5",
+            "`max_batch_size` must be a positive int. Received: max_batch_size=2.5",
         ),
-        (dict(steps=True), TypeError, "`steps` must be an int. Received: steps=True"),
+        (dict(steps=True), TypeError, "`steps` must be a positive int. Received: steps=True"),
         (
             dict(max_trials=-3),
             ValueError,
@@ -192,7 +192,7 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
         ),
         (
             dict(memory_limit_bytes=1.5e9),
-            ValueError,
+            TypeError,
             "`memory_limit_bytes` must be a positive int or None",
         ),
         (dict(clock="now"), TypeError, "`clock` must be callable"),

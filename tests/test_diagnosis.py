@@ -340,9 +340,9 @@ def test_argument_guards():
         diagnose(model, [1, 2])
     with pytest.raises(ValueError, match="`steps` must be a positive int. Received: steps=0"):
         diagnose(model, dataset, steps=0)
-    with pytest.raises(TypeError, match="`steps` must be an int. Received: steps=True"):
+    with pytest.raises(TypeError, match="`steps` must be a positive int. Received: steps=True"):
         diagnose(model, dataset, steps=True)
-    with pytest.raises(TypeError, match=r"`steps` must be an int. Received: steps=2.0"):
+    with pytest.raises(TypeError, match=r"`steps` must be a positive int. Received: steps=2.0"):
         diagnose(model, dataset, steps=2.0)
     with pytest.raises(ValueError, match="`repeats` must be a positive int. Received: repeats=-1"):
         diagnose(model, dataset, repeats=-1)

@@ -274,7 +274,7 @@ def test_it_overrides_no_batch_hook_so_keras_can_dispatch_asynchronously(hook):
         ({"statistics": ["median"]}, ValueError, "statistics=['median']"),
         ({"statistics": "mean"}, TypeError, "statistics='mean'"),
         ({"batch_size": 0}, ValueError, "batch_size=0"),
-        ({"batch_size": 2.0}, ValueError, "batch_size=2.0"),
+        ({"batch_size": 2.0}, TypeError, "batch_size=2.0"),
         ({"update_logs": "yes"}, TypeError, "update_logs='yes'"),
         ({"run_name": ""}, ValueError, "run_name=''"),
         ({"sources": [1]}, TypeError, "sources=[1]"),

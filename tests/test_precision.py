@@ -366,7 +366,7 @@ def test_gradient_accumulation_inside_a_loss_scale_optimizer():
 def test_gradient_accumulation_guards():
     with pytest.raises(ValueError, match="Received: steps=0"):
         with_gradient_accumulation("sgd", 0)
-    with pytest.raises(ValueError, match="Received: steps=2.0"):
+    with pytest.raises(TypeError, match="Received: steps=2.0"):
         with_gradient_accumulation("sgd", 2.0)
     built = keras.optimizers.SGD()
     built.build([keras.Variable(np.zeros(2, "float32"))])

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from tfthroughput._timing import _timed_fit
+from tfthroughput._validation import check_positive_int
 
 # How often the memory ceiling's sampler reads the process RSS, in seconds.
 _RSS_INTERVAL = 0.01
@@ -166,30 +167,19 @@ def find_batch_size(
         >>> result.largest_fitting, result.fastest
         >>> print(result)
     """
-    for name, value, low in (
-        ("min_batch_size", min_batch_size, 1),
-        ("max_batch_size", max_batch_size, 1),
-        ("steps", steps, 1),
-        ("max_trials", max_trials, 1),
+    for name, value in (
+        ("min_batch_size", min_batch_size),
+        ("max_batch_size", max_batch_size),
+        ("steps", steps),
+        ("max_trials", max_trials),
     ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"`{name}` must be an int. Received: {name}={value!r}")
-        if value < low:
-            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value}")
+        check_positive_int(name, value)
     if min_batch_size > max_batch_size:
         raise ValueError(
             "`min_batch_size` must not exceed `max_batch_size`. Received: "
             f"min_batch_size={min_batch_size}, max_batch_size={max_batch_size}"
         )
-    if memory_limit_bytes is not None and (
-        isinstance(memory_limit_bytes, bool)
-        or not isinstance(memory_limit_bytes, int)
-        or memory_limit_bytes <= 0
-    ):
-        raise ValueError(
-            "`memory_limit_bytes` must be a positive int or None. "
-            f"Received: memory_limit_bytes={memory_limit_bytes!r}"
-        )
+    check_positive_int("memory_limit_bytes", memory_limit_bytes, allow_none=True)
     if not callable(clock):
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
     if trial is not None:

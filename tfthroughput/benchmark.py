@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from tfthroughput._validation import check_positive_int
+
 
 @dataclass(frozen=True)
 class DatasetBenchmark:
@@ -102,15 +104,8 @@ def benchmark_dataset(
             f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
             f"of type {type(dataset).__name__}"
         )
+    check_positive_int("num_batches", num_batches, allow_none=True)
     if num_batches is not None:
-        if isinstance(num_batches, bool) or not isinstance(num_batches, int):
-            raise TypeError(
-                f"`num_batches` must be an int or None. Received: num_batches={num_batches!r}"
-            )
-        if num_batches <= 0:
-            raise ValueError(
-                f"`num_batches` must be a positive int. Received: num_batches={num_batches}"
-            )
         dataset = dataset.take(num_batches)
     elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
         raise ValueError(

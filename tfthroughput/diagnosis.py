@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfthroughput._timing import _timed_fit
+from tfthroughput._validation import check_positive_int
 from tfthroughput.benchmark import _leading_dimension, benchmark_dataset
 from tfthroughput.report import (
     BALANCED,
@@ -115,8 +116,8 @@ def diagnose(
             f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
             f"of type {type(dataset).__name__}"
         )
-    _check_positive_int("steps", steps)
-    _check_positive_int("repeats", repeats)
+    check_positive_int("steps", steps)
+    check_positive_int("repeats", repeats)
     if thresholds is None:
         thresholds = DiagnosisThresholds()
     elif not isinstance(thresholds, DiagnosisThresholds):
@@ -221,13 +222,6 @@ def _fit_round(
 
 
 # ---------------------------------------------------------------------------- validation
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an int. Received: {name}={value!r}")
-    if value <= 0:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value}")
 
 
 def _check_model(model: object) -> None:

@@ -21,6 +21,7 @@ import tensorflow as tf
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.scalar.summary import scalar_pb
 
+from tfthroughput._validation import check_positive_int
 from tfthroughput.dashboard import write_layout
 from tfthroughput.metrics import validate_metric_names
 from tfthroughput.sampler import Sampler, validate_interval
@@ -86,12 +87,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self.interval = validate_interval(interval)
         self.metrics = validate_metric_names(metrics)
         self.statistics = _validate_statistics(statistics)
-        if batch_size is not None and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0
-        ):
-            raise ValueError(
-                f"`batch_size` must be a positive int or None. Received: batch_size={batch_size!r}"
-            )
+        check_positive_int("batch_size", batch_size, allow_none=True)
         if not isinstance(update_logs, bool):
             raise TypeError(f"`update_logs` must be a bool. Received: update_logs={update_logs!r}")
         if not isinstance(run_name, str) or not run_name or os.sep in run_name:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfthroughput._validation import check_positive_int
 from tfthroughput.pipeline_description import (
     AUTOTUNE_TEXT,
     PipelineDescription,
@@ -143,18 +144,18 @@ def build_pipeline(
     _check_callable(preprocess_fn, "preprocess_fn")
     _check_callable(augment_fn, "augment_fn")
     _check_callable(batch_fn, "batch_fn")
-    _check_positive_int(batch_size, "batch_size", allow_none=True)
-    _check_positive_int(shuffle_buffer, "shuffle_buffer", allow_none=True)
-    _check_positive_int(parallel_reads, "parallel_reads", allow_none=True)
-    _check_positive_int(ram_budget, "ram_budget", allow_none=True)
-    _check_positive_int(threadpool_size, "threadpool_size", allow_none=True)
+    check_positive_int("batch_size", batch_size, allow_none=True)
+    check_positive_int("shuffle_buffer", shuffle_buffer, allow_none=True)
+    check_positive_int("parallel_reads", parallel_reads, allow_none=True)
+    check_positive_int("ram_budget", ram_budget, allow_none=True)
+    check_positive_int("threadpool_size", threadpool_size, allow_none=True)
     for name, value in (("drop_remainder", drop_remainder), ("deterministic", deterministic)):
         if not isinstance(value, bool):
             raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise TypeError(f"`seed` must be an int or None. Received: seed={seed!r}")
     if not isinstance(repeat, bool):
-        _check_positive_int(repeat, "repeat", allow_none=False, also="or a bool")
+        check_positive_int("repeat", repeat, allow_none=False, also="or a bool")
     cache_path = _check_cache(cache)
     if batch_size is None and batch_fn is not None:
         raise ValueError(
@@ -498,16 +499,6 @@ def _check_labels(labels: Any, num_files: int) -> Any:
 def _check_callable(fn: Any, name: str) -> None:
     if fn is not None and not callable(fn):
         raise TypeError(f"`{name}` must be a callable or None. Received: {name}={fn!r}")
-
-
-def _check_positive_int(value: Any, name: str, *, allow_none: bool, also: str = "") -> None:
-    if value is None and allow_none:
-        return
-    expected = "a positive int" + (" or None" if allow_none else "") + (f" {also}" if also else "")
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be {expected}. Received: {name}={value!r}")
-    if value <= 0:
-        raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
 
 
 def _check_cache(cache: Any) -> str | None:

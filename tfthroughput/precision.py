@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfthroughput._validation import check_positive_int
+
 # Policy names `recommend_precision` can return.
 FLOAT32 = "float32"
 MIXED_FLOAT16 = "mixed_float16"
@@ -578,8 +580,7 @@ def with_gradient_accumulation(optimizer: Any, steps: int) -> Any:
     """
     import keras
 
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"`steps` must be a positive int. Received: steps={steps!r}")
+    check_positive_int("steps", steps)
     optimizer = keras.optimizers.get(optimizer)
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         inner = with_gradient_accumulation(optimizer.inner_optimizer, steps)
