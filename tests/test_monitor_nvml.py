@@ -123,16 +123,14 @@ def test_gpu_lost_during_fit_stops_its_tags_only(fake_nvml_dir, tmp_path):
     assert out["warned"] == [
         "gpu1 (Fake GPU 1, GPU-00000000-0000-0000-0000-000000000001): NVML reports "
         "'GPU is lost'; it is no longer sampled, other devices continue",
-        # The second fit lists the GPUs again; the lost one's UUID cannot be read, so CUDA's
-        # numbering cannot be matched: GPU metrics are off, training and host metrics go on.
-        "GPU metrics are off: NVML could not list the GPUs ('GPU is lost'). Host CPU/RAM "
-        "metrics are still logged.",
+        # The second fit lists the GPUs again: the lost one is skipped, gpu0 is sampled.
+        "gpu1 (NVML index 1) is not sampled: NVML reports 'GPU is lost'; other devices continue",
     ]
     scalars = _read_scalars(str(tmp_path / "hardware"))
     assert scalars["host/samples"] == {0: 1, 1: 1, 2: 1, 3: 1}
-    assert scalars["gpu0/samples"] == {0: 1, 1: 1, 2: 1}
+    assert scalars["gpu0/samples"] == {0: 1, 1: 1, 2: 1, 3: 1}
     assert scalars["gpu1/samples"] == {0: 1, 1: 1}
-    assert scalars["gpu0/power_watts/mean"] == {0: 150.0, 1: 150.0, 2: 150.0}
+    assert scalars["gpu0/power_watts/mean"] == {0: 150.0, 1: 150.0, 2: 150.0, 3: 150.0}
     assert scalars["gpu1/power_watts/mean"] == {0: 151.0, 1: 151.0}
     assert out["history"]["gpu1_utilization_percent"] == [41.0, 41.0]
     assert out["history"]["gpu0_utilization_percent"] == [40.0, 40.0, 40.0]

@@ -182,18 +182,24 @@ _HOST_STILL_LOGGED = "Host CPU/RAM metrics are still logged."
             {"CUDA_VISIBLE_DEVICES": ""},  # set but empty: CUDA sees no GPU
             "NVML found no GPU visible to this process (check CUDA_VISIBLE_DEVICES)",
         ),
-        (
-            # a GPU lost before sampling starts: its UUID cannot be read to match CUDA's
-            # numbering; training must go on regardless
-            {"FAKE_NVML_LOST_INDEX": "1"},
-            "NVML could not list the GPUs ('GPU is lost')",
-        ),
     ],
 )
 def test_without_usable_gpus_one_warning_and_the_host_alone(fake_nvml_dir, env, reason):
     out = run_json_with_fake_nvml(_DEFAULT_SOURCES, fake_nvml_dir, env=env)
     assert out["sources"] == [_HOST]
     assert out["warned"] == [f"GPU metrics are off: {reason}. {_HOST_STILL_LOGGED}"]
+
+
+def test_a_gpu_lost_before_sampling_is_skipped_and_the_others_kept(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _DEFAULT_SOURCES,
+        fake_nvml_dir,
+        env={"FAKE_NVML_DEVICE_COUNT": "3", "FAKE_NVML_LOST_INDEX": "1"},
+    )
+    assert out["sources"] == [_HOST, _gpu(0, 0), _gpu(2, 2)]
+    assert out["warned"] == [
+        "gpu1 (NVML index 1) is not sampled: NVML reports 'GPU is lost'; other devices continue"
+    ]
 
 
 def test_missing_library_warns_once_and_keeps_the_host(fake_nvml_dir):

@@ -58,23 +58,30 @@ def _match_entry(entry: str, uuids: Sequence[str]) -> int | None:
         index = int(entry)
         return index if index < len(uuids) else None
     if entry.startswith("GPU-"):
-        matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
+        matches = [i for i, uuid in enumerate(uuids) if uuid and uuid.startswith(entry)]
         return matches[0] if len(matches) == 1 else None
     return None  # MIG instances and anything else are not sampled per device
 
 
 def visible_gpus(pynvml) -> list[GPUDevice]:
     """List the GPUs this process uses, through an initialised ``pynvml`` module."""
-    count = pynvml.nvmlDeviceGetCount()
-    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    uuids = [_text(pynvml.nvmlDeviceGetUUID(handle)) for handle in handles]
+    uuids: list[str] = []
+    names: list[str] = []
+    for nvml_index in range(pynvml.nvmlDeviceGetCount()):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index)
+            uuids.append(_text(pynvml.nvmlDeviceGetUUID(handle)))
+            names.append(_text(pynvml.nvmlDeviceGetName(handle)))
+        except pynvml.NVMLError:
+            # A device NVML cannot describe (e.g. "GPU is lost") keeps its place, so the
+            # others keep their indices; it matches no UUID, and sampling it fails and is
+            # reported where its source is created.
+            uuids.append("")
+            names.append("unknown")
     order = resolve_visible(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return [
         GPUDevice(
-            index=tf_index,
-            nvml_index=nvml_index,
-            uuid=uuids[nvml_index],
-            name=_text(pynvml.nvmlDeviceGetName(handles[nvml_index])),
+            index=tf_index, nvml_index=nvml_index, uuid=uuids[nvml_index], name=names[nvml_index]
         )
         for tf_index, nvml_index in enumerate(order)
     ]

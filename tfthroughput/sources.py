@@ -127,7 +127,7 @@ def default_sources(metrics: Collection[str] | None = None) -> list[Source]:
             sources.append(NVMLGPUSource(pynvml, device, metrics))
         except pynvml.NVMLError as error:  # the device failed since it was listed
             warnings.warn(
-                f"gpu{device.index} ({device.name}, {device.uuid}) is not sampled: NVML "
+                f"gpu{device.index} (NVML index {device.nvml_index}) is not sampled: NVML "
                 f"reports '{error}'; other devices continue",
                 MonitoringWarning,
                 stacklevel=2,
