@@ -11,7 +11,7 @@ nothing). On a CPU-only machine preprocessing and training share the same cores,
 epoch (decoding every file) cannot reach the limit there; with an accelerator the model runs
 elsewhere and the first epoch's decoding overlaps with it.
 
-Run: ``python benchmarks/pipeline_fit.py [--images 512] [--epochs 4] [--repeats 7]``
+Run: ``python benchmarks/pipeline_fit.py [--images 512] [--epochs 6] [--repeats 7]``
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def fit_epochs(data, epochs, **kwargs):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=512)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     keras.utils.set_random_seed(0)

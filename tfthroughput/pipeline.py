@@ -240,7 +240,11 @@ def build_pipeline(
                     ("seed", str(seed)),
                     ("reshuffle_each_iteration", "True"),
                 ),
-                reason="after the cache, so each epoch has a new order",
+                reason=(
+                    "after the cache, so each epoch has a new order"
+                    if cache_path is not None
+                    else "a new order each epoch"
+                ),
             )
         )
 
