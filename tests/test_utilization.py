@@ -22,3 +22,30 @@ def test_without_nvml_it_measures_nothing_and_stays_quiet(recwarn):
         pass
     assert mean_utilization() is None
     assert len(recwarn) == 0
+
+
+def test_default_sources_read_every_visible_gpu_through_nvml(fake_nvml_dir):
+    from fake_nvml import run_json_with_fake_nvml
+
+    out = run_json_with_fake_nvml(
+        """
+        import time
+        from tfthroughput.utilization import gpu_utilization
+
+        with gpu_utilization(0.05) as mean_utilization:
+            time.sleep(0.2)
+        emit({"mean": mean_utilization(), "warned": warned()})
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_DEVICE_COUNT": "2"},
+    )
+    assert out == {"mean": 40.5, "warned": []}  # the fake's GPUs report 40 % and 41 %
+
+
+def test_diagnose_measures_gpu_utilization_with_it_by_default():
+    import inspect
+
+    from tfthroughput.diagnosis import diagnose
+
+    default = inspect.signature(diagnose).parameters["utilization_probe"].default
+    assert default is gpu_utilization
