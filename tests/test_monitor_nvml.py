@@ -6,10 +6,7 @@ Two child processes only: each imports TensorFlow (seconds).
 
 from __future__ import annotations
 
-import glob
-import os
-from collections import defaultdict
-
+from events import read_scalars
 from fake_nvml import run_json_with_fake_nvml
 
 # Fits a tiny model with GPUMonitor (default sources) EPOCHS epochs, then once more with the
@@ -43,18 +40,13 @@ emit({
 
 
 def _read_scalars(run_dir: str) -> dict[str, dict[int, float]]:
-    """{tag: {step: value}} from every event file in `run_dir`."""
-    import tensorflow as tf
-
-    scalars: dict[str, dict[int, float]] = defaultdict(dict)
-    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name != "scalars":
-                    continue  # the Custom Scalars layout
-                assert event.step not in scalars[value.tag], (value.tag, event.step)
-                scalars[value.tag][event.step] = float(tf.make_ndarray(value.tensor))
-    return dict(scalars)
+    """{tag: {step: value}} from every event file in `run_dir`; each step written once."""
+    scalars = {}
+    for tag, points in read_scalars(run_dir).items():
+        steps = [step for step, _ in points]
+        assert len(steps) == len(set(steps)), (tag, steps)
+        scalars[tag] = dict(points)
+    return scalars
 
 
 def _gpu_expected(i: int) -> dict[str, float]:
