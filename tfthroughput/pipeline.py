@@ -198,18 +198,14 @@ def build_pipeline(
             )
 
     if preprocess_fn is not None:
-        dataset = dataset.map(
-            _checked(preprocess_fn, "preprocess_fn"),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic,
-        )
-        stages.append(
-            _map_stage(
-                "preprocess_fn",
-                deterministic,
-                "deterministic per-example work, in parallel"
-                + (", before the cache so it runs once" if cache_path is not None else ""),
-            )
+        dataset = _parallel_map(
+            dataset,
+            preprocess_fn,
+            "preprocess_fn",
+            deterministic,
+            stages,
+            "deterministic per-example work, in parallel"
+            + (", before the cache so it runs once" if cache_path is not None else ""),
         )
 
     if cache_path is not None:
@@ -260,17 +256,14 @@ def build_pipeline(
         )
 
     if augment_fn is not None:
-        dataset = dataset.map(
-            _checked(augment_fn, "augment_fn", same_structure=True),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic,
-        )
-        stages.append(
-            _map_stage(
-                "augment_fn",
-                deterministic,
-                "random per-example work, after the cache so each epoch gets new draws",
-            )
+        dataset = _parallel_map(
+            dataset,
+            augment_fn,
+            "augment_fn",
+            deterministic,
+            stages,
+            "random per-example work, after the cache so each epoch gets new draws",
+            same_structure=True,
         )
 
     if batch_size is not None:
@@ -295,13 +288,13 @@ def build_pipeline(
         )
 
     if batch_fn is not None:
-        dataset = dataset.map(
-            _checked(batch_fn, "batch_fn"),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic,
-        )
-        stages.append(
-            _map_stage("batch_fn", deterministic, "vectorised per-batch work, in parallel")
+        dataset = _parallel_map(
+            dataset,
+            batch_fn,
+            "batch_fn",
+            deterministic,
+            stages,
+            "vectorised per-batch work, in parallel",
         )
 
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
@@ -582,12 +575,32 @@ def _check_batchable(dataset: tf.data.Dataset, producer: str) -> None:
 # Description helpers
 
 
-def _map_stage(function: str, deterministic: bool, reason: str) -> PipelineStage:
-    return PipelineStage(
-        "map",
-        function=function,
-        arguments=(("num_parallel_calls", AUTOTUNE_TEXT), ("deterministic", str(deterministic))),
-        reason=reason,
+def _parallel_map(
+    dataset: tf.data.Dataset,
+    fn: Callable,
+    name: str,
+    deterministic: bool,
+    stages: list[PipelineStage],
+    reason: str,
+    *,
+    same_structure: bool = False,
+) -> tf.data.Dataset:
+    """``map(fn)`` with ``num_parallel_calls=AUTOTUNE``, recorded as a stage."""
+    stages.append(
+        PipelineStage(
+            "map",
+            function=name,
+            arguments=(
+                ("num_parallel_calls", AUTOTUNE_TEXT),
+                ("deterministic", str(deterministic)),
+            ),
+            reason=reason,
+        )
+    )
+    return dataset.map(
+        _checked(fn, name, same_structure=same_structure),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
     )
 
 
