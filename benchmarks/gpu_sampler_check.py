@@ -21,8 +21,9 @@ import warnings
 
 sys.path.insert(0, __file__.rsplit("/benchmarks/", 1)[0])
 
-from tfthroughput.sampler import Sampler  # noqa: E402
-from tfthroughput.sources import MonitoringWarning, default_sources  # noqa: E402
+from tfthroughput.hardware.discovery import default_sources  # noqa: E402
+from tfthroughput.hardware.sampler import SampleKey, Sampler  # noqa: E402
+from tfthroughput.hardware.source import MonitoringWarning
 
 METRICS = [
     "utilization_percent",
@@ -137,10 +138,10 @@ def main() -> int:
             results.append((phase, stats, smi.window(start, end)))
     smi.stop()
     for phase, stats, (smi_util, smi_memory_mib, smi_rows) in results:
-        util = stats.get("gpu0/utilization_percent")
-        memory = stats.get("gpu0/memory_used_gib")
-        sm = stats.get("gpu0/sm_activity_percent")
-        tensor = stats.get("gpu0/tensor_activity_percent")
+        util = stats.get(SampleKey("gpu0", "utilization_percent"))
+        memory = stats.get(SampleKey("gpu0", "memory_used_gib"))
+        sm = stats.get(SampleKey("gpu0", "sm_activity_percent"))
+        tensor = stats.get(SampleKey("gpu0", "tensor_activity_percent"))
         print(
             f"{phase}: sampler GPU-Util {util.mean:.1f} % ({util.count} samples), "
             f"memory {memory.mean * 1024:.0f} MiB | nvidia-smi {smi_util:.1f} %, "

@@ -16,8 +16,8 @@ import pytest
 from fakes import FakeSource
 
 from tfthroughput import GPUMonitor
-from tfthroughput.dashboard import hardware_layout
-from tfthroughput.metrics import GPU_METRICS
+from tfthroughput.hardware.metrics import GPU_METRICS
+from tfthroughput.monitor.dashboard import hardware_layout
 
 
 def test_layout_has_a_chart_per_gpu_metric_matching_every_gpu():

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tfthroughput import diagnose
-from tfthroughput.diagnosis import _input_bound_fraction, _recommendations, _verdict
-from tfthroughput.report import (
+from tfthroughput.diagnosis.measure import _input_bound_fraction, _recommendations, _verdict
+from tfthroughput.diagnosis.report import (
     BALANCED,
     COMPUTE_BOUND,
     INPUT_BOUND,

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tfthroughput.sampler import Sampler
-from tfthroughput.sources import default_sources
+from tfthroughput.hardware.discovery import default_sources
+from tfthroughput.hardware.sampler import SampleKey, Sampler
 
 pytestmark = pytest.mark.gpu
 
@@ -20,16 +20,16 @@ def test_real_gpus_are_sampled_with_plausible_values():
         time.sleep(0.5)
         stats = sampler.collect(sample_now=True)
     for name in gpu_names:
-        assert 0.0 <= stats[f"{name}/utilization_percent"].mean <= 100.0
-        assert 0.0 < stats[f"{name}/memory_used_percent"].max <= 100.0
-        assert stats[f"{name}/memory_used_gib"].count >= 5
+        assert 0.0 <= stats[SampleKey(name, "utilization_percent")].mean <= 100.0
+        assert 0.0 < stats[SampleKey(name, "memory_used_percent")].max <= 100.0
+        assert stats[SampleKey(name, "memory_used_gib")].count >= 5
         if f"{name}/temperature_celsius" in stats:
-            assert 0.0 < stats[f"{name}/temperature_celsius"].mean < 120.0
+            assert 0.0 < stats[SampleKey(name, "temperature_celsius")].mean < 120.0
 
 
 def test_visible_devices_follow_cuda_visible_devices(monkeypatch):
-    from tfthroughput._nvml import nvml
-    from tfthroughput.devices import visible_gpus
+    from tfthroughput.hardware.devices import visible_gpus
+    from tfthroughput.hardware.nvml import nvml
 
     pynvml = nvml()
     every = visible_gpus(pynvml)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import tensorflow as tf
 
-from tfthroughput.gpus import (
+from tfthroughput.precision.gpus import (
     GPUConfiguration,
     GPUsAlreadyInitializedError,
     _configure,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.metrics import ALL_METRICS, METRIC_NAMES, validate_metric_names
+from tfthroughput.hardware.metrics import ALL_METRICS, METRIC_NAMES, validate_metric_names
 
 
 def test_every_metric_has_a_unique_name_a_unit_and_a_scope():

@@ -15,7 +15,7 @@ _FIT = """
 import os
 import numpy as np
 import keras
-from tfthroughput.monitor import GPUMonitor
+from tfthroughput.monitor.callback import GPUMonitor
 
 keras.utils.set_random_seed(0)
 x = np.linspace(0.0, 1.0, 128, dtype="float32").reshape(32, 4)

@@ -1,4 +1,4 @@
-"""`tfthroughput._nvml`: one NVML init per process, failures explained, the off switch.
+"""`tfthroughput.hardware.nvml`: one NVML init per process, failures explained, the off switch.
 
 Each test runs in a child process against the fake `libnvidia-ml.so.1` (see
 `tests/fake_nvml`), because NVML state is per process and the library is chosen at load time.
@@ -15,11 +15,11 @@ def test_nvml_is_initialised_once_per_process(fake_nvml_dir):
         """
         import threading
         import pynvml
-        from tfthroughput._nvml import nvml
-        from tfthroughput.devices import visible_gpus
-        from tfthroughput.nvml_source import NVMLGPUSource
-        from tfthroughput.sampler import Sampler
-        from tfthroughput.sources import default_sources
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.sampler import Sampler
+        from tfthroughput.hardware.discovery import default_sources
 
         lib = pynvml.nvmlLib  # not loaded before the first init
         results = []
@@ -61,8 +61,8 @@ def test_importing_the_sampler_core_does_not_touch_nvml(fake_nvml_dir):
         import ctypes
         import sys
         import tfthroughput
-        import tfthroughput._nvml, tfthroughput.devices, tfthroughput.nvml_source
-        import tfthroughput.sampler, tfthroughput.sources
+        import tfthroughput.hardware.nvml, tfthroughput.hardware.devices, tfthroughput.hardware.gpu
+        import tfthroughput.hardware.sampler, tfthroughput.hardware.discovery
 
         pynvml_imported = "pynvml" in sys.modules
         lib = ctypes.CDLL("libnvidia-ml.so.1")  # the fake, as pynvml would load it
@@ -78,7 +78,7 @@ def test_importing_the_sampler_core_does_not_touch_nvml(fake_nvml_dir):
 _FAIL_TWICE = """
 import os
 import pynvml
-from tfthroughput._nvml import NVMLUnavailable, nvml
+from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
 
 messages = []
 for attempt in range(2):
@@ -125,7 +125,7 @@ def test_missing_library_is_explained(fake_nvml_dir):
             raise OSError(f"{name}: cannot open shared object file")
 
         pynvml.CDLL = no_library
-        from tfthroughput._nvml import NVMLUnavailable, nvml
+        from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
 
         try:
             nvml()
@@ -146,7 +146,7 @@ def test_missing_pynvml_is_explained(fake_nvml_dir):
         import sys
 
         sys.modules["pynvml"] = None  # makes `import pynvml` raise ImportError
-        from tfthroughput._nvml import NVMLUnavailable, nvml
+        from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
 
         try:
             nvml()
@@ -165,7 +165,7 @@ def test_disable_switch_is_read_at_each_call(fake_nvml_dir):
         """
         import os
         import sys
-        from tfthroughput._nvml import NVMLUnavailable, nvml
+        from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
 
         try:
             nvml()

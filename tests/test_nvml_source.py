@@ -30,9 +30,9 @@ def _expected(i: int) -> dict[str, float]:
 # Builds one source per visible GPU (in TensorFlow's order) and reads each READS times.
 _READ_ALL = """
 import os
-from tfthroughput._nvml import nvml
-from tfthroughput.devices import visible_gpus
-from tfthroughput.nvml_source import NVMLGPUSource
+from tfthroughput.hardware.nvml import nvml
+from tfthroughput.hardware.devices import visible_gpus
+from tfthroughput.hardware.gpu import NVMLGPUSource
 
 metrics = os.environ.get("METRICS")
 sources = [
@@ -154,9 +154,9 @@ def test_other_nvml_errors_skip_the_sample_and_warn_once_per_kind(fake_nvml_dir)
     out = run_json_with_fake_nvml(
         """
         import pynvml
-        from tfthroughput._nvml import nvml
-        from tfthroughput.devices import visible_gpus
-        from tfthroughput.nvml_source import NVMLGPUSource
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu import NVMLGPUSource
 
         source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["utilization_percent",
                                                                  "power_watts"])
@@ -183,9 +183,9 @@ def test_lost_gpu_under_a_sampler_stops_that_gpu_only(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         """
         import time
-        from tfthroughput._nvml import nvml
-        from tfthroughput.sampler import Sampler
-        from tfthroughput.sources import default_sources
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.sampler import Sampler
+        from tfthroughput.hardware.discovery import default_sources
 
         lib = nvml().nvmlLib
         # One NVML query per sample: the fake loses the GPU right after its 3rd utilization
@@ -198,8 +198,8 @@ def test_lost_gpu_under_a_sampler_stops_that_gpu_only(fake_nvml_dir):
                 time.sleep(0.02)
         stats = sampler.collect()
         emit({
-            "counts": {key: s.count for key, s in stats.items()},
-            "means": {key: s.mean for key, s in stats.items()},
+            "counts": {"/".join(key): s.count for key, s in stats.items()},
+            "means": {"/".join(key): s.mean for key, s in stats.items()},
             "calls": [lib.fakeNvmlUtilizationCallCount(i) for i in range(2)],
             "lost": sampler.lost,
             "names": sampler.source_names,
@@ -289,8 +289,8 @@ def test_concurrent_samples_are_serialised(fake_nvml_dir):
         """
         import sys
         import threading
-        from tfthroughput.sampler import Sampler
-        from tfthroughput.sources import default_sources
+        from tfthroughput.hardware.sampler import Sampler
+        from tfthroughput.hardware.discovery import default_sources
 
         sys.setswitchinterval(1e-6)  # switch threads often, to give interleaving every chance
         sampler = Sampler(default_sources(["utilization_percent", "sm_activity_percent"]), 1.0)
@@ -307,7 +307,7 @@ def test_concurrent_samples_are_serialised(fake_nvml_dir):
         sampler.stop()
         stats = sampler.collect()
         emit({
-            "stats": {key: [s.count, s.min, s.max] for key, s in stats.items()},
+            "stats": {"/".join(key): [s.count, s.min, s.max] for key, s in stats.items()},
             "warned": warned(),
         })
         """,

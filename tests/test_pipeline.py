@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.pipeline import build_pipeline
+from tfthroughput.data.pipeline import build_pipeline
 
 # --- helpers ---------------------------------------------------------------------------------
 

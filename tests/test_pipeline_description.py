@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.pipeline import build_pipeline
-from tfthroughput.pipeline_description import (
+from tfthroughput.data.description import (
     PipelineDescription,
     PipelineStage,
     describe_pipeline,
 )
+from tfthroughput.data.pipeline import build_pipeline
 
 X = np.arange(12, dtype=np.float32)
 

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from tfthroughput.precision import (
+from tfthroughput.precision.policy import (
     DeviceDescription,
     PolicyChange,
     _read_cpu_flags,

@@ -8,7 +8,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from tfthroughput.report import (
+from tfthroughput.diagnosis.report import (
     INPUT_BOUND,
     TENSORBOARD_TAGS,
     DiagnosisReport,

@@ -7,9 +7,9 @@ import warnings
 import pytest
 from fakes import FakeClock, FakeSource
 
-from tfthroughput.sampler import Sampler
-from tfthroughput.sources import MonitoringWarning, SourceLost
-from tfthroughput.stats import MetricStats
+from tfthroughput.hardware.sampler import SampleKey, Sampler
+from tfthroughput.hardware.source import MonitoringWarning, SourceLost
+from tfthroughput.hardware.stats import MetricStats
 
 
 def test_collect_summarises_the_window_exactly_and_starts_a_new_one():
@@ -19,16 +19,18 @@ def test_collect_summarises_the_window_exactly_and_starts_a_new_one():
         sampler.sample_once()
     stats = sampler.collect()
     assert stats == {
-        "gpu0/utilization_percent": MetricStats(mean=25.0, min=10.0, max=40.0, p95=38.5, count=4)
+        SampleKey("gpu0", "utilization_percent"): MetricStats(
+            mean=25.0, min=10.0, max=40.0, p95=38.5, count=4
+        )
     }
     sampler.sample_once()
-    assert sampler.collect()["gpu0/utilization_percent"].count == 1
+    assert sampler.collect()[SampleKey("gpu0", "utilization_percent")].count == 1
     assert sampler.collect() == {}
 
 
 def test_sample_now_gives_a_short_window_a_value():
     sampler = Sampler([FakeSource("host", {"cpu_percent": 7.0})], interval=1.0)
-    assert sampler.collect(sample_now=True)["host/cpu_percent"].mean == 7.0
+    assert sampler.collect(sample_now=True)[SampleKey("host", "cpu_percent")].mean == 7.0
 
 
 def test_the_thread_samples_at_the_interval_and_closes_sources():
@@ -41,7 +43,7 @@ def test_the_thread_samples_at_the_interval_and_closes_sources():
     assert not sampler.running
     assert source.closed
     stats = sampler.collect()  # what was sampled survives the stop
-    assert stats["gpu0/power_watts"].count == source.reads >= 3
+    assert stats[SampleKey("gpu0", "power_watts")].count == source.reads >= 3
 
 
 def test_a_lost_source_is_dropped_once_and_the_others_continue():
@@ -61,8 +63,10 @@ def test_a_lost_source_is_dropped_once_and_the_others_continue():
     assert sampler.source_names == ["gpu0"]
     assert sampler.lost == {"gpu1": "gpu1: GPU is lost"}
     stats = sampler.collect()
-    assert stats["gpu1/utilization_percent"].count == 2  # what it gave before it was lost
-    assert stats["gpu0/utilization_percent"].count == 6
+    assert (
+        stats[SampleKey("gpu1", "utilization_percent")].count == 2
+    )  # what it gave before it was lost
+    assert stats[SampleKey("gpu0", "utilization_percent")].count == 6
 
 
 def test_other_source_errors_are_warned_once_and_sampling_goes_on():
@@ -72,7 +76,7 @@ def test_other_source_errors_are_warned_once_and_sampling_goes_on():
         for _ in range(6):
             sampler.sample_once()
     assert len(caught) == 1
-    assert sampler.collect()["host/cpu_percent"].count == 3
+    assert sampler.collect()[SampleKey("host", "cpu_percent")].count == 3
 
 
 def test_no_exception_leaves_the_sampler_thread():
@@ -110,7 +114,7 @@ def test_keep_running_false_abandons_the_window_to_the_callback_and_ends_the_thr
     while sampler.running and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not sampler.running
-    assert abandoned[0]["gpu0/utilization_percent"].mean == 3.0
+    assert abandoned[0][SampleKey("gpu0", "utilization_percent")].mean == 3.0
     assert source.closed
     sampler.stop()
 

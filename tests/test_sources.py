@@ -1,5 +1,5 @@
-"""`tfthroughput.sources`: the host source (in process) and `default_sources` (through the fake
-NVML library, in child processes)."""
+"""`hardware.host` and `hardware.discovery`: the host source (in process) and
+`default_sources` (through the fake NVML library, in child processes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import psutil
 import pytest
 from fake_nvml import run_json_with_fake_nvml
 
-from tfthroughput.metrics import HOST_METRICS
-from tfthroughput.sources import HostSource, Source
+from tfthroughput.hardware.host import HostSource
+from tfthroughput.hardware.metrics import HOST_METRICS
+from tfthroughput.hardware.source import Source
 
 GIB = 1024**3
 HOST_NAMES = {metric.name for metric in HOST_METRICS}
@@ -73,7 +74,8 @@ def test_host_source_reports_only_the_selected_metrics(metrics, expected):
 # Lists default_sources' result: each source's name, device and first reading's keys.
 _DEFAULT_SOURCES = """
 import os
-from tfthroughput.sources import HostSource, default_sources
+from tfthroughput.hardware.host import HostSource
+from tfthroughput.hardware.discovery import default_sources
 
 metrics = os.environ.get("METRICS")
 sources = default_sources(None if metrics is None else metrics.split(","))
@@ -211,7 +213,7 @@ def test_missing_library_warns_once_and_keeps_the_host(fake_nvml_dir):
             raise OSError(f"{name}: cannot open shared object file")
 
         pynvml.CDLL = no_library
-        from tfthroughput.sources import default_sources
+        from tfthroughput.hardware.discovery import default_sources
 
         first = [source.name for source in default_sources()]
         emit({"first": first, "second": [s.name for s in default_sources()], "warned": warned()})
@@ -230,7 +232,8 @@ def test_missing_library_warns_once_and_keeps_the_host(fake_nvml_dir):
 def test_warning_points_at_the_caller(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         """
-        from tfthroughput.sources import MonitoringWarning, default_sources
+        from tfthroughput.hardware.source import MonitoringWarning
+        from tfthroughput.hardware.discovery import default_sources
 
         default_sources()
         emit([[w.filename, w.category.__name__] for w in _caught

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfthroughput.stats import MetricStats, summarize
+from tfthroughput.hardware.stats import MetricStats, summarize
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fakes import FakeSource
 
-from tfthroughput.utilization import gpu_utilization
+from tfthroughput.hardware.utilization import gpu_utilization
 
 
 def test_mean_over_every_gpu_and_sample_is_available_after_the_block():
@@ -30,7 +30,7 @@ def test_default_sources_read_every_visible_gpu_through_nvml(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         """
         import time
-        from tfthroughput.utilization import gpu_utilization
+        from tfthroughput.hardware.utilization import gpu_utilization
 
         with gpu_utilization(0.05) as mean_utilization:
             time.sleep(0.2)
@@ -45,7 +45,7 @@ def test_default_sources_read_every_visible_gpu_through_nvml(fake_nvml_dir):
 def test_diagnose_measures_gpu_utilization_with_it_by_default():
     import inspect
 
-    from tfthroughput.diagnosis import diagnose
+    from tfthroughput.diagnosis.measure import diagnose
 
     default = inspect.signature(diagnose).parameters["utilization_probe"].default
     assert default is gpu_utilization

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.xla import (
+from tfthroughput.precision.xla import (
     JitChange,
     XlaCompilationError,
     _is_xla_failure,
@@ -56,7 +56,7 @@ def test_tiny_model_trains_under_xla():
 
 
 def test_tiny_model_trains_under_xla_and_mixed_bfloat16():
-    from tfthroughput.precision import mixed_precision
+    from tfthroughput.precision.policy import mixed_precision
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(1)

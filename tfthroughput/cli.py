@@ -72,9 +72,9 @@ def _info() -> int:
     import keras
     import tensorflow as tf
 
-    from tfthroughput._nvml import NVMLUnavailable, nvml
-    from tfthroughput.devices import visible_gpus
-    from tfthroughput.precision import recommend_precision
+    from tfthroughput.hardware.devices import visible_gpus
+    from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
+    from tfthroughput.precision.policy import recommend_precision
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
     devices = tf.config.list_physical_devices()

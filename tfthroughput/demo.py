@@ -18,10 +18,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfthroughput.diagnosis import diagnose
-from tfthroughput.monitor import GPUMonitor
-from tfthroughput.pipeline import build_pipeline
-from tfthroughput.sources import MonitoringWarning
+from tfthroughput.data.pipeline import build_pipeline
+from tfthroughput.diagnosis.measure import diagnose
+from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor.callback import GPUMonitor
 
 CLASSES = ("disc", "square", "stripes")
 STORED_SIZE = 192  # JPEGs are stored larger than the model input, so decoding+resizing costs
@@ -199,8 +199,8 @@ def comparison_table(runs: list[RunSummary]) -> str:
 
 def gpu_status() -> str:
     """One line on what the monitor can sample here."""
-    from tfthroughput._nvml import NVMLUnavailable, nvml
-    from tfthroughput.devices import visible_gpus
+    from tfthroughput.hardware.devices import visible_gpus
+    from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
 
     try:
         gpus = visible_gpus(nvml())

@@ -138,7 +138,7 @@ warnings.simplefilter("always")
 
 def warned():
     \"\"\"Messages of the MonitoringWarnings raised so far, in order.\"\"\"
-    from tfthroughput.sources import MonitoringWarning
+    from tfthroughput.hardware.source import MonitoringWarning
 
     return [str(w.message) for w in _caught if issubclass(w.category, MonitoringWarning)]
 

@@ -6,8 +6,8 @@ import contextlib
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 
-from tfthroughput.sampler import Sampler
-from tfthroughput.sources import Source
+from tfthroughput.hardware.sampler import Sampler
+from tfthroughput.hardware.source import Source
 
 
 @contextlib.contextmanager
@@ -36,14 +36,14 @@ def gpu_utilization(
     with Sampler(gpu_sources, interval) as sampler:
         yield lambda: result[0] if result else None
         stats = sampler.collect(sample_now=True)
-    means = [value.mean for key, value in stats.items() if key.endswith("/utilization_percent")]
+    means = [value.mean for key, value in stats.items() if key.metric == "utilization_percent"]
     result.append(statistics.fmean(means) if means else None)
 
 
 def _visible_gpu_sources() -> list[Source]:
-    from tfthroughput._nvml import nvml
-    from tfthroughput.devices import visible_gpus
-    from tfthroughput.nvml_source import NVMLGPUSource
+    from tfthroughput.hardware.devices import visible_gpus
+    from tfthroughput.hardware.gpu import NVMLGPUSource
+    from tfthroughput.hardware.nvml import nvml
 
     try:
         pynvml = nvml()

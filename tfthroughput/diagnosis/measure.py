@@ -14,10 +14,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfthroughput._timing import _timed_fit
 from tfthroughput._validation import check_positive_int
-from tfthroughput.benchmark import _leading_dimension, benchmark_dataset
-from tfthroughput.report import (
+from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis.report import (
     BALANCED,
     COMPUTE_BOUND,
     INPUT_BOUND,
@@ -26,7 +26,7 @@ from tfthroughput.report import (
     DiagnosisThresholds,
     Recommendation,
 )
-from tfthroughput.utilization import gpu_utilization
+from tfthroughput.hardware.utilization import gpu_utilization
 
 # Batches held in memory for the compute-only measurement (b). A few distinct batches are
 # enough: the step's cost does not depend on the values, and memory stays small.
@@ -87,15 +87,16 @@ def diagnose(
             returns; the value its ``__enter__`` returned is then called with no argument and
             returns the mean GPU utilization of that span in percent (0..100), or ``None`` if
             it could not measure. The report carries the mean of the rounds' readings (``None``
-            readings left out). Defaults to :func:`tfthroughput.utilization.gpu_utilization`:
+            readings left out). Defaults to
+            :func:`tfthroughput.hardware.utilization.gpu_utilization`:
             GPU-Util of every GPU this process uses, through NVML (``None`` on a machine
             without an NVIDIA GPU). ``None``: not measured.
         clock: Seconds-returning clock, injectable for tests. Defaults to
             ``time.perf_counter``.
 
     Returns:
-        A frozen :class:`~tfthroughput.report.DiagnosisReport`. ``print(report)`` shows it;
-        ``report.to_markdown()`` and ``report.write_to_tensorboard(logdir)`` export it.
+        A frozen :class:`~tfthroughput.diagnosis.report.DiagnosisReport`. ``print(report)``
+        shows it; ``report.to_markdown()`` and ``report.write_to_tensorboard(logdir)`` export it.
 
     Raises:
         TypeError: If ``model`` is not a Keras model, ``dataset`` not a ``tf.data.Dataset``,

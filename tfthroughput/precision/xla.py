@@ -48,7 +48,7 @@ def xla_compile_kwargs(enabled: bool | str = True) -> dict[str, bool]:
         >>> model.compile(optimizer="adam", loss="mse", **xla_compile_kwargs())
     """
     if enabled == "auto" and isinstance(enabled, str):
-        from tfthroughput.precision import recommend_precision
+        from tfthroughput.precision.policy import recommend_precision
 
         return {"jit_compile": recommend_precision().xla}
     if not isinstance(enabled, bool):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-from tfthroughput.metrics import GPU_METRICS, HOST_METRICS
+from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS
 
 
 def hardware_layout() -> layout_pb2.Layout:

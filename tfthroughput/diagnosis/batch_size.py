@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
-from tfthroughput._timing import _timed_fit
 from tfthroughput._validation import check_positive_int
+from tfthroughput.diagnosis._timing import _timed_fit
 
 # How often the memory ceiling's sampler reads the process RSS, in seconds.
 _RSS_INTERVAL = 0.01

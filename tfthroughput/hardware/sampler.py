@@ -12,11 +12,22 @@ import warnings
 from array import array
 from collections.abc import Callable, Iterable
 from numbers import Real
+from typing import NamedTuple
 
-from tfthroughput.sources import MonitoringWarning, Source, SourceLost
-from tfthroughput.stats import MetricStats, summarize
+from tfthroughput.hardware.source import MonitoringWarning, Source, SourceLost
+from tfthroughput.hardware.stats import MetricStats, summarize
 
 MIN_INTERVAL_SECONDS = 0.05
+
+
+class SampleKey(NamedTuple):
+    """Which series a sample belongs to: the source's name and the metric's name.
+
+    Kept as a pair all the way to the writer, which alone joins it into a tag.
+    """
+
+    source: str
+    metric: str
 
 
 def validate_interval(interval: object) -> float:
@@ -43,13 +54,14 @@ def validate_interval(interval: object) -> float:
 class Sampler:
     """Reads every source at a fixed interval on a daemon thread and keeps a window of samples.
 
-    Samples are keyed ``"<source name>/<metric>"`` (e.g. ``"gpu0/utilization_percent"``).
+    Samples are keyed by :class:`SampleKey` ``(source name, metric)``, e.g.
+    ``SampleKey("gpu0", "utilization_percent")``.
     :meth:`collect` summarises the window since the previous call and starts a new one.
     A fault in a source never leaves the thread: a lost source is dropped with one warning,
     any other error is warned about once per source and kind, and sampling goes on.
 
     Args:
-        sources: The sources to read (see :mod:`tfthroughput.sources`).
+        sources: The sources to read (see :mod:`tfthroughput.hardware.discovery`).
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
         keep_running: Optional predicate checked before each sample; when it returns False
             the sampler calls ``on_abandoned`` and its thread ends. Adapters use it to notice
@@ -58,11 +70,11 @@ class Sampler:
         clock: Monotonic seconds, injectable for tests. Defaults to ``time.monotonic``.
 
     Example:
-        >>> from tfthroughput.sources import HostSource
+        >>> from tfthroughput.hardware.host import HostSource
         >>> with Sampler([HostSource()], interval=0.1) as sampler:
         ...     time.sleep(0.5)
         ...     stats = sampler.collect()
-        >>> stats["host/cpu_percent"].count >= 1
+        >>> stats[SampleKey("host", "cpu_percent")].count >= 1
         True
     """
 
@@ -91,7 +103,7 @@ class Sampler:
         # while the sampler thread samples, and sources are not thread-safe (a lost source
         # would also be dropped twice, the second `remove` raising).
         self._sample_lock = threading.Lock()
-        self._window: dict[str, array] = {}
+        self._window: dict[SampleKey, array] = {}
         self._window_start = clock()
         self._warned: set[tuple[str, str]] = set()
         self._stop = threading.Event()
@@ -109,7 +121,7 @@ class Sampler:
     def sample_once(self) -> None:
         """Read every source once and add the values to the current window."""
         with self._sample_lock:
-            readings: list[tuple[str, float]] = []
+            readings: list[tuple[SampleKey, float]] = []
             for source in list(self._sources):
                 try:
                     values = source.read()
@@ -120,13 +132,13 @@ class Sampler:
                     self._warn_once(source.name, type(error).__name__, f"{source.name}: {error!r}")
                     continue
                 readings.extend(
-                    (f"{source.name}/{metric}", value) for metric, value in values.items()
+                    (SampleKey(source.name, metric), value) for metric, value in values.items()
                 )
             with self._lock:
                 for key, value in readings:
                     self._window.setdefault(key, array("d")).append(value)
 
-    def collect(self, *, sample_now: bool = False) -> dict[str, MetricStats]:
+    def collect(self, *, sample_now: bool = False) -> dict[SampleKey, MetricStats]:
         """Summarise the samples since the last call and start a new window.
 
         Args:
@@ -134,7 +146,7 @@ class Sampler:
                 still has a value. Defaults to False.
 
         Returns:
-            Statistics per ``"<source>/<metric>"`` key with at least one sample.
+            Statistics per :class:`SampleKey` with at least one sample.
         """
         if sample_now:
             self.sample_once()

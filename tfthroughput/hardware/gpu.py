@@ -2,7 +2,8 @@
 
 - A query NVML answers "not supported" (power on some boards, most things on MIG) is dropped
   for this device with one warning; the other queries go on.
-- "GPU is lost" raises :class:`~tfthroughput.sources.SourceLost`: the sampler drops this device.
+- "GPU is lost" raises :class:`~tfthroughput.hardware.source.SourceLost`: the sampler drops
+  this device.
 - Any other NVML error skips that query for this sample and is warned about once per kind.
 """
 
@@ -11,9 +12,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Collection
 
-from tfthroughput.devices import GPUDevice
-from tfthroughput.metrics import GPU_METRICS
-from tfthroughput.sources import MonitoringWarning, SourceLost
+from tfthroughput.hardware.devices import GPUDevice
+from tfthroughput.hardware.metrics import GPU_METRICS
+from tfthroughput.hardware.source import MonitoringWarning, SourceLost
 
 _GIB = 1024.0**3
 _GPM_METRICS = ("sm_activity_percent", "tensor_activity_percent")
@@ -25,8 +26,8 @@ class NVMLGPUSource:
     """Samples one GPU.
 
     Args:
-        pynvml: The initialised ``pynvml`` module (see ``tfthroughput._nvml.nvml``).
-        device: The GPU, as listed by ``tfthroughput.devices.visible_gpus``.
+        pynvml: The initialised ``pynvml`` module (see ``tfthroughput.hardware.nvml.nvml``).
+        device: The GPU, as listed by ``tfthroughput.hardware.devices.visible_gpus``.
         metrics: Metric names to report; ``None`` reports all GPU metrics available.
     """
 

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
-from tfthroughput.pipeline_description import (
+from tfthroughput.data.description import (
     AUTOTUNE_TEXT,
     PipelineDescription,
     PipelineStage,

@@ -1,6 +1,6 @@
 """``GPUMonitor``: a Keras callback that logs per-epoch hardware statistics to TensorBoard.
 
-The callback is a thin adapter: sampling lives in :mod:`tfthroughput.sampler`; this module
+The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`; this module
 only turns each epoch's statistics into ``tf.summary`` scalars (and, optionally, ``logs``).
 It overrides no batch hook, so Keras keeps dispatching training steps asynchronously.
 """
@@ -22,11 +22,12 @@ from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.scalar.summary import scalar_pb
 
 from tfthroughput._validation import check_positive_int
-from tfthroughput.dashboard import write_layout
-from tfthroughput.metrics import validate_metric_names
-from tfthroughput.sampler import Sampler, validate_interval
-from tfthroughput.sources import MonitoringWarning, Source, default_sources
-from tfthroughput.stats import STATISTIC_NAMES, MetricStats
+from tfthroughput.hardware.discovery import default_sources
+from tfthroughput.hardware.metrics import validate_metric_names
+from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
+from tfthroughput.hardware.source import MonitoringWarning, Source
+from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
+from tfthroughput.monitor.dashboard import write_layout
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
 _EPOCH_TAGS = ("epoch/seconds", "epoch/steps_per_second", "epoch/examples_per_second")
@@ -48,7 +49,7 @@ class GPUMonitor(keras.callbacks.Callback):
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
-        metrics: Metric names to sample (see ``tfthroughput.metrics``); defaults to all.
+        metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
         batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
             callbacks the batch size, so it is logged only when given. Defaults to None.
@@ -149,7 +150,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._epoch = None
         if self.update_logs and logs is not None:
             for key, metric_stats in self._selected(stats).items():
-                logs[key.replace("/", "_")] = metric_stats.mean
+                logs[f"{key.source}_{key.metric}"] = metric_stats.mean
             for tag in _EPOCH_TAGS:
                 if tag in scalars:
                     logs[tag.replace("/", "_")] = scalars[tag]
@@ -190,22 +191,23 @@ class GPUMonitor(keras.callbacks.Callback):
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _selected(self, stats: dict[str, MetricStats]) -> dict[str, MetricStats]:
+    def _selected(self, stats: dict[SampleKey, MetricStats]) -> dict[SampleKey, MetricStats]:
         if self.metrics is None:
             return stats
-        return {key: value for key, value in stats.items() if key.split("/", 1)[1] in self.metrics}
+        return {key: value for key, value in stats.items() if key.metric in self.metrics}
 
     def _write_epoch(
-        self, epoch: int, stats: dict[str, MetricStats], seconds: float | None
+        self, epoch: int, stats: dict[SampleKey, MetricStats], seconds: float | None
     ) -> dict[str, float]:
         """Write one epoch's scalars; returns them (also when writing failed)."""
         scalars: dict[str, float] = {}
         samples_per_source: dict[str, int] = {}
         for key, metric_stats in self._selected(stats).items():
             for statistic in self.statistics:
-                scalars[f"{key}/{statistic}"] = getattr(metric_stats, statistic)
-            source = key.split("/", 1)[0]
-            samples_per_source[source] = max(samples_per_source.get(source, 0), metric_stats.count)
+                scalars[f"{key.source}/{key.metric}/{statistic}"] = getattr(metric_stats, statistic)
+            samples_per_source[key.source] = max(
+                samples_per_source.get(key.source, 0), metric_stats.count
+            )
         for source, count in samples_per_source.items():
             scalars[f"{source}/samples"] = count
         if seconds is not None and seconds > 0:

@@ -1,0 +1,1 @@
+"""Fixing the input: `tf.data` pipeline building, description and measurement."""

@@ -1,0 +1,1 @@
+"""The Keras adapter: `GPUMonitor` and what it writes for TensorBoard."""

@@ -1,0 +1,1 @@
+"""Fixing the arithmetic: precision rules and policy, XLA, GPU memory set-up."""
