@@ -25,6 +25,7 @@ EXPECTED_PUBLIC_NAMES = [
     "PipelineStage",
     "PolicyChange",
     "PrecisionRecommendation",
+    "ProfileSteps",
     "Recommendation",
     "Sampler",
     "XlaCompilationError",

@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "PipelineStage": "tfthroughput.data.description",
     "PolicyChange": "tfthroughput.precision.policy",
     "PrecisionRecommendation": "tfthroughput.precision.policy",
+    "ProfileSteps": "tfthroughput.monitor.profiling",
     "Recommendation": "tfthroughput.diagnosis.report",
     "Sampler": "tfthroughput.hardware.sampler",
     "XlaCompilationError": "tfthroughput.precision.xla",

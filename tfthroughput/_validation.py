@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numbers
+import os
+import tempfile
 
 
 def check_positive_int(
@@ -27,3 +29,36 @@ def check_positive_int(
         raise TypeError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     if value <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+
+
+def check_writable_folder(folder: str, *, name: str, value: object, owner: str) -> None:
+    """Create ``folder`` if needed and check a file can be written in it.
+
+    Args:
+        folder: The folder the caller will write into.
+        name: The argument that chose it, quoted in the message (e.g. ``"log_dir"``).
+        value: What the caller passed for that argument.
+        owner: Who needs the folder, for the message (e.g. ``"ProfileSteps"``).
+
+    Raises:
+        ValueError: If the folder cannot be created or written to, with the reason.
+    """
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"`{name}` is not writable ({error.strerror or error}); {owner} needs to create "
+            f"{folder!r}. Received: {name}={value!r}"
+        ) from error
+
+
+def check_folder_name(name: str, value: object) -> None:
+    """Check that ``value`` is one folder name (a TensorBoard run), not a path.
+
+    Raises:
+        ValueError: If it is not a non-empty string without a path separator.
+    """
+    if not isinstance(value, str) or not value or os.sep in value or value in (".", ".."):
+        raise ValueError(f"`{name}` must be a non-empty folder name. Received: {name}={value!r}")

@@ -1,0 +1,240 @@
+"""``ProfileSteps``: a profiler trace of chosen training steps, with the step markers xprof needs.
+
+Keras 3 no longer wraps its training steps in the profiler's step markers (a root ``TraceMe``
+named ``train`` with ``step_num``), so a trace taken with ``keras.callbacks.TensorBoard(
+profile_batch=...)`` leaves TensorBoard's Profile tab without a step time: the overview says
+"No step marker observed" and the input-pipeline analyzer cannot attribute anything to input.
+This callback captures the steps it is given and marks each one as tf.keras 2 did.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import numbers
+import os
+import warnings
+
+import keras
+import tensorflow as tf
+
+from tfthroughput._validation import check_folder_name, check_writable_folder
+from tfthroughput.hardware.source import MonitoringWarning
+
+# Since tensorboard-plugin-profile 2.20 the TensorBoard plugin lives in `xprof` (the old name is
+# a pass-through); older releases ship it in `tensorboard_plugin_profile` itself.
+PROFILE_PLUGIN_MODULES = ("xprof", "tensorboard_plugin_profile")
+
+
+def profile_plugin_available() -> bool:
+    """Whether TensorBoard's Profile tab (``tensorboard-plugin-profile``) is installed."""
+    return any(importlib.util.find_spec(name) is not None for name in PROFILE_PLUGIN_MODULES)
+
+
+class ProfileSteps(keras.callbacks.Callback):
+    """Captures a profiler trace of training steps ``start`` to ``stop`` for TensorBoard.
+
+    Steps are the model's optimizer steps, counted from 1 (step ``n`` is the one taken when
+    ``model.optimizer.iterations`` is ``n - 1``), so they continue across ``fit`` calls and a
+    resumed run. The trace goes to ``<log_dir>/<run_name>/plugins/profile/<time>/``, where
+    TensorBoard's Profile tab finds it; with the default ``run_name`` that is where
+    ``keras.callbacks.TensorBoard(log_dir)`` puts its own traces. Each step is wrapped in the
+    profiler's step marker (``tf.profiler.experimental.Trace("train", step_num=n, _r=1)``), so
+    the overview page, the step-time graph and the input-pipeline analyzer show real numbers.
+
+    Only ``on_train_batch_begin`` is overridden (Keras keeps dispatching steps asynchronously):
+    outside the window it compares two integers. Inside, it waits for the previous step to
+    finish (it reads the optimizer's step counter) before closing that step's marker, so each
+    marker covers its step's work; the profiler itself slows the traced steps too, so trace a
+    few. A marker ends at the next step's start, at validation or at the end of the epoch.
+    With ``steps_per_execution=k`` a marker covers one execution of ``k`` steps.
+
+    xprof's step analysis leaves out the first and the last captured step when more than five
+    are captured (it cannot tell that they are complete), so capture one more on each side if
+    every step of a window matters.
+
+    Profiling faults never stop training: a profiler that cannot start (another one is
+    running) or save is reported as a ``MonitoringWarning``. If ``fit`` raises inside the
+    window (Keras then calls no callback hook), the trace is saved when this callback's next
+    ``fit`` begins.
+
+    Args:
+        log_dir: TensorBoard log directory. Defaults to ``"logs"``.
+        steps: ``(start, stop)``: the first and last step to capture, ``0 < start <= stop``.
+            Defaults to ``(10, 20)``, after the first steps' tracing and warm-up.
+        run_name: Sub-directory of ``log_dir`` (the TensorBoard run) that holds the trace.
+            Defaults to ``"train"``.
+
+    Raises:
+        ImportError: If ``tensorboard-plugin-profile`` is not installed (without it TensorBoard
+            has no Profile tab to show the trace).
+        TypeError, ValueError: For invalid arguments, naming the argument and value.
+
+    Example:
+        >>> profile = ProfileSteps("logs/run1", steps=(10, 14))
+        >>> model.fit(dataset, epochs=2, callbacks=[profile])  # doctest: +SKIP
+        >>> # tensorboard --logdir logs/run1, then the Profile tab
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike = "logs",
+        steps: tuple[int, int] = (10, 20),
+        *,
+        run_name: str = "train",
+    ) -> None:
+        super().__init__()
+        if not profile_plugin_available():
+            raise ImportError(
+                "ProfileSteps writes traces for TensorBoard's Profile tab, which needs "
+                "tensorboard-plugin-profile: pip install tensorboard-plugin-profile"
+            )
+        if not isinstance(log_dir, (str, os.PathLike)):
+            raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
+        self.steps = _validate_steps(steps)
+        check_folder_name("run_name", run_name)
+        self.log_dir = os.fspath(log_dir)
+        self.run_name = run_name
+        self._reset()
+        self._ever_captured = False
+
+    @property
+    def run_dir(self) -> str:
+        """The TensorBoard run that holds the traces: ``<log_dir>/<run_name>``."""
+        return os.path.join(self.log_dir, self.run_name)
+
+    @property
+    def traced_steps(self) -> tuple[int, ...]:
+        """The steps whose markers the last ``fit`` wrote (first step of each execution)."""
+        return tuple(self._traced)
+
+    # Keras hooks ---------------------------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        self._stop_profiler()  # a fit that raised inside the window left the profiler running
+        self._reset()
+        first = self._optimizer_step() + 1
+        self._first_step = self._epoch_first_step = first
+        start, stop = self.steps
+        self._finished = first > stop
+        if not self._finished:
+            check_writable_folder(
+                self.run_dir, name="log_dir", value=self.log_dir, owner="ProfileSteps"
+            )
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._finished:
+            self._epoch_first_step = self._optimizer_step() + 1
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._finished:
+            return
+        step = self._epoch_first_step + batch
+        if step + self._steps_per_execution() - 1 < self.steps[0]:
+            return
+        if self._profiling:
+            step = self._end_step_marker()
+        elif not self._start_profiler():
+            return
+        if step > self.steps[1]:
+            self._stop_profiler()
+            return
+        self._marker = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+        self._marker.__enter__()
+        self._traced.append(step)
+
+    def on_test_begin(self, logs=None):
+        self._end_step_marker()  # validation is not part of the training step
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._end_step_marker()
+
+    def on_train_end(self, logs=None):
+        self._stop_profiler()
+        if not self._ever_captured and not self._warned:
+            last = self._optimizer_step()
+            warnings.warn(
+                f"ProfileSteps captured no trace: this fit ran steps {self._first_step} to "
+                f"{last} and the window is steps {self.steps[0]} to {self.steps[1]} (steps "
+                "count the model's optimizer steps from 1).",
+                MonitoringWarning,
+                stacklevel=2,
+            )
+
+    # Internals -----------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._profiling = False
+        self._finished = False
+        self._marker = None
+        self._warned = False
+        self._traced: list[int] = []
+        self._first_step = self._epoch_first_step = 1
+
+    def _optimizer_step(self) -> int:
+        """Optimizer steps taken so far; reading it waits for the last dispatched step."""
+        return int(self.model.optimizer.iterations.numpy())
+
+    def _steps_per_execution(self) -> int:
+        return int(getattr(self.model, "steps_per_execution", 1) or 1)
+
+    def _start_profiler(self) -> bool:
+        try:
+            tf.profiler.experimental.start(self.run_dir)
+        except Exception as error:  # noqa: BLE001 - profiling must not stop training
+            self._finished = self._warned = True
+            warnings.warn(
+                f"ProfileSteps could not start the profiler ({error}); steps {self.steps[0]} "
+                f"to {self.steps[1]} are not traced. Is another profiler running (e.g. "
+                "keras.callbacks.TensorBoard with profile_batch)?",
+                MonitoringWarning,
+                stacklevel=3,
+            )
+            return False
+        self._profiling = True
+        return True
+
+    def _end_step_marker(self) -> int:
+        """Close the open step marker once its step has run; returns the next step's number."""
+        if self._marker is None:
+            return self._optimizer_step() + 1 if self._profiling else 0
+        next_step = self._optimizer_step() + 1  # waits for the marked step to finish
+        marker, self._marker = self._marker, None
+        marker.__exit__(None, None, None)
+        return next_step
+
+    def _stop_profiler(self) -> None:
+        if not self._profiling:
+            return
+        self._end_step_marker()
+        self._profiling = False
+        self._finished = True
+        try:
+            tf.profiler.experimental.stop()
+        except Exception as error:  # noqa: BLE001 - profiling must not stop training
+            self._warned = True
+            warnings.warn(
+                f"ProfileSteps could not save its trace to {self.run_dir!r}: {error}",
+                MonitoringWarning,
+                stacklevel=3,
+            )
+            return
+        self._ever_captured = self._ever_captured or bool(self._traced)
+
+
+def _validate_steps(steps: object) -> tuple[int, int]:
+    if (
+        not isinstance(steps, (tuple, list))
+        or len(steps) != 2
+        or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in steps)
+    ):
+        raise TypeError(
+            "`steps` must be a pair of ints (start, stop): the first and last training step "
+            f"to profile, e.g. steps=(10, 20). Received: steps={steps!r}"
+        )
+    start, stop = int(steps[0]), int(steps[1])
+    if not 0 < start <= stop:
+        raise ValueError(
+            "`steps` must be (start, stop) with 0 < start <= stop (steps count from 1; "
+            f"steps=(n, n) profiles one step). Received: steps={steps!r}"
+        )
+    return start, stop
