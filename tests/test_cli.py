@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 from events import read_scalars
+from monitored_runs import write_monitored_runs
 
 
 def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -52,6 +54,63 @@ def test_info_reports_versions_devices_nvml_and_precision():
     assert "TensorFlow devices: /physical_device:CPU:0" in result.stdout
     assert "NVML: unavailable: the NVML library (libnvidia-ml.so.1) was not found" in result.stdout
     assert "precision policy: " in result.stdout
+
+
+def test_report_writes_one_html_file_comparing_the_runs(tmp_path):
+    write_monitored_runs(tmp_path / "logs")
+    result = run_cli("report", str(tmp_path / "logs"), "-o", str(tmp_path / "both.html"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"wrote {tmp_path / 'both.html'}\n"
+    page = (tmp_path / "both.html").read_text(encoding="utf-8")
+    assert "<th>naive</th><th>build_pipeline</th><th>build_pipeline / naive</th>" in page
+    assert page.count('src="data:image/png;base64,') == 6
+
+
+def _keras_only_run(folder) -> None:
+    writer = tf.summary.create_file_writer(str(folder / "train"))
+    with writer.as_default():
+        tf.summary.scalar("epoch_loss", 0.5, step=0)
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: None, "no such folder: "),
+        (lambda path: path.mkdir(), "no TensorBoard event files under "),
+        (_keras_only_run, "has GPUMonitor's hardware tags (runs found: train)"),
+    ],
+    ids=["missing folder", "no runs", "run without hardware tags"],
+)
+def test_report_on_bad_input_exits_1_with_one_line(tmp_path, make, message):
+    make(tmp_path / "logs")
+    result = run_cli("report", str(tmp_path / "logs"), timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith("tfthroughput report: error: ")
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_report_without_matplotlib_names_the_extra(tmp_path):
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from tfthroughput.cli import main; "
+        f"sys.exit(main(['report', {str(tmp_path)!r}]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "tfthroughput report: error: the tfthroughput report draws its charts with matplotlib, "
+        "which is not installed: pip install 'tfthroughput[report]'\n"
+    )
+
+
+def test_report_has_help():
+    result = run_cli("report", "--help", timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: tfthroughput report [-h] [-o OUTPUT] LOGDIR")
 
 
 @pytest.mark.parametrize(

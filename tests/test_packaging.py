@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+import pathlib
 from importlib import metadata
 
 from packaging.requirements import Requirement
@@ -33,3 +35,11 @@ def test_the_command_is_installed():
         if entry.name == "tfthroughput"
     ]
     assert script.value == "tfthroughput.cli:main"
+
+
+def test_the_report_extra_brings_matplotlib():
+    """Read from setup.cfg: the installed metadata lags until the next `pip install -e`."""
+    setup = configparser.ConfigParser()
+    setup.read(pathlib.Path(__file__).parents[1] / "setup.cfg")
+    report = [Requirement(line) for line in setup["options.extras_require"]["report"].split()]
+    assert [req.name for req in report] == ["matplotlib"]

@@ -1,4 +1,4 @@
-"""The ``tfthroughput`` command: ``demo`` and ``info``."""
+"""The ``tfthroughput`` command: ``demo``, ``info`` and ``report``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,19 @@ def _parser() -> argparse.ArgumentParser:
         help="TensorFlow/Keras versions, devices, NVML status and the precision recommendation",
         description="Prints what tfthroughput sees on this machine.",
     )
+    report = commands.add_parser(
+        "report",
+        help="one self-contained HTML file comparing the GPUMonitor runs under LOGDIR",
+        description="Reads the GPUMonitor runs under LOGDIR (TensorBoard event files) and "
+        "writes one HTML file, viewable offline: per-epoch charts of GPU-Util, SM activity, "
+        "GPU memory, host CPU, examples/s and epoch time, a table of each run's medians with "
+        "ratios to the first run, and each run's diagnosis where one was written. Needs "
+        "matplotlib (pip install 'tfthroughput[report]').",
+    )
+    report.add_argument("logdir", metavar="LOGDIR", help="TensorBoard log folder")
+    report.add_argument(
+        "-o", "--output", default=None, help="HTML file to write (default: LOGDIR/report.html)"
+    )
     return parser
 
 
@@ -99,6 +112,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.command == "info":
         return _info()
+    if args.command == "report":
+        import types
+
+        # The report reads event files with TensorBoard's pure-Python reader; left to itself,
+        # TensorBoard would import TensorFlow for that, which costs seconds and log lines here.
+        stub_marker = "tensorboard.compat.notf"
+        sys.modules.setdefault(stub_marker, types.ModuleType(stub_marker))
+        from tfthroughput.monitor.run_report_html import write_report
+
+        try:
+            print(f"wrote {write_report(args.logdir, args.output)}")
+        except (ImportError, OSError, ValueError) as error:
+            print(f"tfthroughput report: error: {error}", file=sys.stderr)
+            return 1
+        return 0
     from tfthroughput.demo import run_demo
 
     try:

@@ -1,0 +1,133 @@
+"""compare_runs: real GPUMonitor event files from real fits, read back and compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
+
+from tfthroughput.monitor.run_report import QUANTITIES, compare_runs
+
+EXPECTED_TAGS = [
+    "gpu0/utilization_percent/mean",
+    "gpu0/sm_activity_percent/mean",
+    "gpu0/memory_used_gib/mean",
+    "host/cpu_percent/mean",
+    "epoch/examples_per_second",
+    "epoch/steps_per_second",
+    "epoch/seconds",
+]
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("runs")
+    write_monitored_runs(folder)
+    return folder
+
+
+def test_runs_are_the_monitor_runs_in_the_order_they_were_written(log_dir):
+    comparison = compare_runs(log_dir)
+    assert [run.name for run in comparison.runs] == ["naive", "build_pipeline"]
+    assert [run.path for run in comparison.runs] == [
+        os.path.join(log_dir, "naive", "hardware"),
+        os.path.join(log_dir, "build_pipeline", "hardware"),
+    ]
+    naive = comparison.runs[0]
+    assert [value for _, value in naive.scalars["gpu0/utilization_percent/mean"]] == [20, 40, 30]
+    assert [epoch for epoch, _ in naive.scalars["epoch/seconds"]] == [0, 1, 2]
+
+
+def test_table_medians_and_ratios_match_the_event_files(log_dir):
+    comparison = compare_runs(log_dir)
+    assert [row.tag for row in comparison.rows] == EXPECTED_TAGS
+    from_files = [medians_from_event_files(run.path) for run in comparison.runs]
+    for row in comparison.rows:
+        expected = tuple(medians[row.tag] for medians in from_files)
+        assert row.medians == expected, row.tag
+        assert row.ratios == (1.0, expected[1] / expected[0]), row.tag
+    by_tag = {row.tag: row for row in comparison.rows}
+    # The fake readings' medians, exactly.
+    assert by_tag["gpu0/utilization_percent/mean"].medians == (30.0, 80.0)
+    assert by_tag["gpu0/sm_activity_percent/mean"].medians == (15.0, 60.0)
+    assert by_tag["gpu0/memory_used_gib/mean"].medians == (3.25, 4.25)
+    assert by_tag["host/cpu_percent/mean"].ratios == (1.0, 90.0 / 50.0)
+    assert by_tag["gpu0/utilization_percent/mean"].source == "gpu0"
+    assert by_tag["epoch/seconds"].source == ""
+
+
+def test_each_run_gets_the_diagnosis_written_in_its_folder(log_dir):
+    naive, fast = compare_runs(log_dir).runs
+    assert naive.diagnosis == DIAGNOSIS.to_markdown()
+    assert fast.diagnosis is None
+
+
+def test_a_log_dir_that_is_one_experiment_is_named_after_its_folder(log_dir):
+    (run,) = compare_runs(log_dir / "naive").runs
+    assert run.name == "naive"
+    assert run.diagnosis == DIAGNOSIS.to_markdown()
+    (run,) = compare_runs(log_dir / "naive" / "hardware").runs
+    assert run.name == "naive"
+
+
+def test_every_quantity_names_its_unit_and_why_it_may_be_absent():
+    assert [q.title for q in QUANTITIES] == [
+        "GPU-Util",
+        "SM activity",
+        "GPU memory used",
+        "host CPU",
+        "examples/s",
+        "steps/s",
+        "epoch time",
+    ]
+    assert [q.unit for q in QUANTITIES] == ["%", "%", "GiB", "%", "examples/s", "steps/s", "s"]
+    assert all(q.absent for q in QUANTITIES)
+
+
+def test_reading_needs_no_tensorflow(log_dir):
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        sys.modules["tensorflow"] = None  # TensorBoard falls back to its own stub
+        from tfthroughput.monitor.run_report import compare_runs
+        comparison = compare_runs({str(log_dir)!r})
+        print(json.dumps({{row.tag: row.medians for row in comparison.rows}}))
+        print("tensorflow" in sys.modules and sys.modules["tensorflow"] is not None)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    medians, tensorflow_loaded = result.stdout.splitlines()
+    assert tensorflow_loaded == "False"
+    in_process = {row.tag: list(row.medians) for row in compare_runs(log_dir).rows}
+    assert json.loads(medians) == in_process
+
+
+def test_missing_folder_file_and_empty_folder_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such folder: .*missing"):
+        compare_runs(tmp_path / "missing")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="not a folder"):
+        compare_runs(tmp_path / "file")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no TensorBoard event files under"):
+        compare_runs(tmp_path / "empty")
+
+
+def test_runs_without_hardware_tags_are_named_in_the_error(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "train"))
+    with writer.as_default():
+        tf.summary.scalar("epoch_loss", 0.5, step=0)
+    writer.close()
+    with pytest.raises(
+        ValueError, match=r"no run under .* has GPUMonitor's hardware tags \(runs found: train\)"
+    ):
+        compare_runs(tmp_path)

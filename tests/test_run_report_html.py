@@ -1,0 +1,111 @@
+"""The HTML report: one offline file whose table holds the event files' medians."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import subprocess
+import sys
+import textwrap
+from html.parser import HTMLParser
+
+import pytest
+from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
+
+from tfthroughput.monitor.run_report import compare_runs
+from tfthroughput.monitor.run_report_html import render_html, write_report
+
+
+class _Page(HTMLParser):
+    """The page's table cells (tag and data-value per row), images and links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, list[float | None]] = {}
+        self.sources: list[str] = []
+        self._row: list | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for name in ("src", "href"):
+            if name in attrs:
+                self.sources.append(attrs[name])
+        if tag == "td" and "data-tag" in attrs:
+            self._row = self.rows.setdefault(attrs["data-tag"], [])
+        elif tag == "td" and self._row is not None and attrs.get("class") == "number":
+            value = attrs.get("data-value")
+            self._row.append(None if value is None else float(value))
+        elif tag == "tr":
+            self._row = None
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("runs")
+    write_monitored_runs(folder)
+    return folder
+
+
+def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(log_dir, tmp_path):
+    path = write_report(log_dir, tmp_path / "report.html")
+    assert path == str(tmp_path / "report.html")
+    page_text = open(path, encoding="utf-8").read()
+    page = _Page()
+    page.feed(page_text)
+
+    naive = medians_from_event_files(log_dir / "naive" / "hardware")
+    fast = medians_from_event_files(log_dir / "build_pipeline" / "hardware")
+    assert len(page.rows) == 7
+    for tag, cells in page.rows.items():
+        assert cells == [naive[tag], fast[tag], fast[tag] / naive[tag]], tag
+    assert page.rows["gpu0/utilization_percent/mean"] == [30.0, 80.0, 80.0 / 30.0]
+    assert "<th>build_pipeline / naive</th>" in page_text
+
+    # Six charts (steps/s is tabled only), each a PNG inside the page; nothing to fetch.
+    assert len(page.sources) == 6
+    for source in page.sources:
+        assert source.startswith("data:image/png;base64,")
+        assert base64.b64decode(source.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert not re.search(r"https?://", page_text)
+
+    # The diagnosis, escaped, under the run it concerns.
+    assert html.escape(DIAGNOSIS.to_markdown()) in page_text
+    assert "input <b>alone</b>" not in page_text
+    assert page_text.index("<h3>naive</h3>\n<pre>") > page_text.index("<h2>Diagnosis</h2>")
+
+
+def test_default_output_is_report_html_in_the_log_dir(log_dir):
+    path = write_report(log_dir)
+    assert path == str(log_dir / "report.html")
+    assert open(path, encoding="utf-8").read().startswith("<!DOCTYPE html>")
+
+
+def test_a_cpu_only_run_says_why_gpu_charts_are_missing(tmp_path):
+    write_monitored_runs(tmp_path, gpu=False)
+    page_text = render_html(compare_runs(tmp_path))
+    assert page_text.count("<img") == 3  # host CPU, examples/s, epoch time
+    assert (
+        'GPU-Util [%]</h3><p class="absent">Not recorded in any run: no GPU was sampled'
+        in page_text
+    )
+    assert "GPM counters exist on Hopper and newer GPUs only" in page_text
+
+
+def test_missing_matplotlib_is_an_import_error_naming_the_extra(log_dir):
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["matplotlib"] = None  # as if matplotlib were not installed
+        from tfthroughput.monitor.run_report_html import write_report
+        try:
+            write_report({str(log_dir)!r})
+        except ImportError as error:
+            print(error)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'tfthroughput[report]'" in result.stdout

@@ -1,0 +1,194 @@
+"""A :class:`~tfthroughput.monitor.run_report.RunComparison` as one self-contained HTML file.
+
+Charts are drawn with matplotlib (the ``report`` extra) without pyplot, so no global state or
+display is touched, and embedded as base64 PNG: the file opens offline and can be mailed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+
+from tfthroughput.monitor.run_report import QUANTITIES, Quantity, RunComparison, compare_runs
+
+REPORT_FILE_NAME = "report.html"
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+figure { display: inline-block; margin: 0.5em; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; white-space: pre-wrap; }
+.absent { color: #777; }
+"""
+
+
+def require_matplotlib():
+    """matplotlib's ``Figure`` class, or an ImportError that says how to install it."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(
+            "the tfthroughput report draws its charts with matplotlib, which is not "
+            "installed: pip install 'tfthroughput[report]'"
+        ) from error
+    return Figure
+
+
+def render_html(comparison: RunComparison) -> str:
+    """The whole report page: runs, the table of medians, per-epoch charts and diagnoses.
+
+    Raises:
+        ImportError: If matplotlib is not installed.
+    """
+    figure_class = require_matplotlib()
+    title = f"tfthroughput report: {comparison.log_dir}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        _runs_section(comparison),
+        _table_section(comparison),
+        "<h2>Per epoch</h2>",
+        "<p>Each point is one epoch's mean over the monitor's samples (x: the epoch, "
+        "TensorBoard's step).</p>",
+    ]
+    for quantity in QUANTITIES:
+        if quantity.plotted:
+            parts.append(_chart(figure_class, comparison, quantity))
+    parts.append(_diagnosis_section(comparison))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_html(comparison: RunComparison, output: str | os.PathLike | None = None) -> str:
+    """Write the report page; returns its path (default ``<log_dir>/report.html``).
+
+    Raises:
+        ImportError: If matplotlib is not installed.
+        OSError: If the file cannot be written.
+    """
+    path = os.fspath(output) if output is not None else None
+    path = path or os.path.join(comparison.log_dir, REPORT_FILE_NAME)
+    page = render_html(comparison)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(page)
+    return path
+
+
+def write_report(log_dir: str | os.PathLike, output: str | os.PathLike | None = None) -> str:
+    """Compare the ``GPUMonitor`` runs under ``log_dir`` into one HTML file; returns its path.
+
+    Args:
+        log_dir: A TensorBoard log folder holding one or more ``GPUMonitor`` runs.
+        output: Where to write the page. Defaults to ``<log_dir>/report.html``.
+
+    Raises:
+        ImportError: If matplotlib is not installed (checked before anything is read).
+        FileNotFoundError, NotADirectoryError, ValueError: See
+            :func:`~tfthroughput.monitor.run_report.compare_runs`.
+        OSError: If the file cannot be written.
+
+    Example:
+        >>> write_report("logs/tfthroughput-demo")  # doctest: +SKIP
+        'logs/tfthroughput-demo/report.html'
+    """
+    require_matplotlib()
+    return write_html(compare_runs(log_dir), output)
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _number(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _cell(value: float | None, text: str | None = None) -> str:
+    if value is None:
+        return '<td class="number">n/a</td>'
+    return f'<td class="number" data-value="{value!r}">{_e(text or _number(value))}</td>'
+
+
+def _runs_section(comparison: RunComparison) -> str:
+    items = []
+    for run in comparison.runs:
+        epochs = max((len(points) for points in run.scalars.values()), default=0)
+        items.append(
+            f"<li><b>{_e(run.name)}</b>: {epochs} epoch(s), <code>{_e(run.path)}</code></li>"
+        )
+    return (
+        "<h2>Runs</h2><p>In the order they were first written; the first is the baseline.</p>"
+        f"<ol>{''.join(items)}</ol>"
+    )
+
+
+def _table_section(comparison: RunComparison) -> str:
+    runs = comparison.runs
+    baseline = runs[0].name
+    head = ["quantity", "unit", *(run.name for run in runs)]
+    head += [f"{run.name} / {baseline}" for run in runs[1:]]
+    lines = [
+        "<h2>Medians over epochs</h2>",
+        "<p>Each run's median of its per-epoch values (the first epoch includes tracing and "
+        "warm-up), and its ratio to the first run's median.</p>",
+        '<table id="medians"><tr>' + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>",
+    ]
+    for row in comparison.rows:
+        label = row.quantity.title + (f" ({row.source})" if row.source.startswith("gpu") else "")
+        cells = [
+            f'<td data-tag="{_e(row.tag)}">{_e(label)}</td>',
+            f"<td>{_e(row.quantity.unit)}</td>",
+        ]
+        cells += [_cell(median) for median in row.medians]
+        cells += [
+            _cell(ratio, f"{ratio:.2f}x" if ratio is not None else None) for ratio in row.ratios[1:]
+        ]
+        lines.append("<tr>" + "".join(cells) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def _chart(figure_class, comparison: RunComparison, quantity: Quantity) -> str:
+    lines = comparison.series(quantity)
+    heading = f"<h3>{_e(quantity.title)} [{_e(quantity.unit)}]</h3>"
+    if not lines:
+        return f'{heading}<p class="absent">Not recorded in any run: {_e(quantity.absent)}.</p>'
+    several_sources = len({source for _, source, _ in lines}) > 1
+    figure = figure_class(figsize=(7.0, 3.2), layout="constrained")
+    axes = figure.add_subplot()
+    for run, source, points in lines:
+        label = f"{run.name} ({source})" if several_sources else run.name
+        axes.plot([step for step, _ in points], [value for _, value in points], "o-", label=label)
+    axes.set_xlabel("epoch")
+    axes.set_ylabel(quantity.unit)
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=96)
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    alt = f"{quantity.title} per epoch, one line per run"
+    return f'{heading}<figure><img alt="{_e(alt)}" src="data:image/png;base64,{encoded}"></figure>'
+
+
+def _diagnosis_section(comparison: RunComparison) -> str:
+    parts = ["<h2>Diagnosis</h2>"]
+    for run in comparison.runs:
+        parts.append(f"<h3>{_e(run.name)}</h3>")
+        if run.diagnosis is None:
+            parts.append(
+                '<p class="absent">No diagnosis written (<code>DiagnosisReport.'
+                "write_to_tensorboard</code> into this run's folder adds one).</p>"
+            )
+        else:
+            parts.append(f"<pre>{_e(run.diagnosis)}</pre>")
+    return "\n".join(parts)
