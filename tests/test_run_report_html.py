@@ -89,7 +89,7 @@ def test_a_cpu_only_run_says_why_gpu_charts_are_missing(tmp_path):
         'GPU-Util [%]</h3><p class="absent">Not recorded in any run: no GPU was sampled'
         in page_text
     )
-    assert "GPM counters exist on Hopper and newer GPUs only" in page_text
+    assert "none with NVML&#x27;s GPM counters (Hopper and newer)" in page_text
 
 
 def test_missing_matplotlib_is_an_import_error_naming_the_extra(log_dir):

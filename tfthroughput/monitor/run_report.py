@@ -62,7 +62,7 @@ QUANTITIES: tuple[Quantity, ...] = (
         "SM activity",
         r"(gpu\d+)/sm_activity_percent/mean",
         _UNITS["sm_activity_percent"],
-        "NVML's GPM counters exist on Hopper and newer GPUs only",
+        "no GPU was sampled, or none with NVML's GPM counters (Hopper and newer)",
     ),
     Quantity(
         "GPU memory used", r"(gpu\d+)/memory_used_gib/mean", _UNITS["memory_used_gib"], _NO_GPU
