@@ -40,8 +40,10 @@ def _dataset(batches: int, map_fn=None) -> tf.data.Dataset:
     return dataset.batch(BATCH)
 
 
-def _fit(model: keras.Model, dataset: tf.data.Dataset, callback, epochs: int = 1):
-    return model.fit(dataset, epochs=epochs, callbacks=[callback], verbose=0, shuffle=False)
+def _fit(model: keras.Model, dataset: tf.data.Dataset, callback, epochs: int = 1, **kwargs):
+    return model.fit(
+        dataset, epochs=epochs, callbacks=[callback], verbose=0, shuffle=False, **kwargs
+    )
 
 
 def _tool(run_dir, tool: str) -> list[dict]:
@@ -80,8 +82,9 @@ def test_each_captured_step_is_marked_and_timed_in_the_overview(tmp_path):
 def test_steps_count_optimizer_steps_across_epochs_and_fits(tmp_path):
     model = _model()
     first = ProfileSteps(tmp_path / "first", steps=(4, 9))
-    _fit(model, _dataset(6), first, epochs=2)  # steps 1-12
-    # Eight steps, across the epoch boundary; xprof leaves out the first and the last.
+    _fit(model, _dataset(6), first, epochs=2, validation_data=_dataset(2))  # steps 1-12
+    # Six steps, across the epoch boundary and its validation; xprof leaves out the first and
+    # the last.
     assert first.traced_steps == (4, 5, 6, 7, 8, 9)
     assert _shown_steps(tmp_path / "first/train") == ["train 5", "train 6", "train 7", "train 8"]
 

@@ -42,11 +42,12 @@ class ProfileSteps(keras.callbacks.Callback):
     the overview page, the step-time graph and the input-pipeline analyzer show real numbers.
 
     Only ``on_train_batch_begin`` is overridden (Keras keeps dispatching steps asynchronously):
-    outside the window it compares two integers. Inside, it waits for the previous step to
-    finish (it reads the optimizer's step counter) before closing that step's marker, so each
-    marker covers its step's work; the profiler itself slows the traced steps too, so trace a
-    few. A marker ends at the next step's start, at validation or at the end of the epoch.
-    With ``steps_per_execution=k`` a marker covers one execution of ``k`` steps.
+    outside the window it compares two integers (and reads the step count once per epoch until
+    the window has passed). Inside, it waits for the previous step to finish on every device
+    (``tf.test.experimental.sync_devices()``) before closing that step's marker, so each marker
+    covers its step's work; the profiler itself slows the traced steps too, so trace a few. A
+    marker ends at the next step's start, at validation or at the end of the epoch. With
+    ``steps_per_execution=k`` a marker covers one execution of ``k`` steps.
 
     xprof's step analysis leaves out the first and the last captured step when more than five
     are captured (it cannot tell that they are complete), so capture one more on each side if
@@ -114,8 +115,7 @@ class ProfileSteps(keras.callbacks.Callback):
         self._reset()
         first = self._optimizer_step() + 1
         self._first_step = self._epoch_first_step = first
-        start, stop = self.steps
-        self._finished = first > stop
+        self._finished = first > self.steps[1]
         if not self._finished:
             check_writable_folder(
                 self.run_dir, name="log_dir", value=self.log_dir, owner="ProfileSteps"
@@ -171,7 +171,7 @@ class ProfileSteps(keras.callbacks.Callback):
         self._first_step = self._epoch_first_step = 1
 
     def _optimizer_step(self) -> int:
-        """Optimizer steps taken so far; reading it waits for the last dispatched step."""
+        """Optimizer steps taken so far (reading it waits for the last dispatched step)."""
         return int(self.model.optimizer.iterations.numpy())
 
     def _steps_per_execution(self) -> int:
@@ -197,7 +197,8 @@ class ProfileSteps(keras.callbacks.Callback):
         """Close the open step marker once its step has run; returns the next step's number."""
         if self._marker is None:
             return self._optimizer_step() + 1 if self._profiling else 0
-        next_step = self._optimizer_step() + 1  # waits for the marked step to finish
+        tf.test.experimental.sync_devices()  # the marked step's GPU work is done too
+        next_step = self._optimizer_step() + 1
         marker, self._marker = self._marker, None
         marker.__exit__(None, None, None)
         return next_step

@@ -42,6 +42,12 @@ def require_matplotlib():
 def render_html(comparison: RunComparison) -> str:
     """The whole report page: runs, the table of medians, per-epoch charts and diagnoses.
 
+    Args:
+        comparison: What :func:`~tfthroughput.monitor.run_report.compare_runs` read.
+
+    Returns:
+        The page, one HTML document with its charts embedded as base64 PNG.
+
     Raises:
         ImportError: If matplotlib is not installed.
     """
@@ -67,7 +73,14 @@ def render_html(comparison: RunComparison) -> str:
 
 
 def write_html(comparison: RunComparison, output: str | os.PathLike | None = None) -> str:
-    """Write the report page; returns its path (default ``<log_dir>/report.html``).
+    """Write the report page for ``comparison``.
+
+    Args:
+        comparison: What :func:`~tfthroughput.monitor.run_report.compare_runs` read.
+        output: The file to write. Defaults to ``<log_dir>/report.html``.
+
+    Returns:
+        The path written.
 
     Raises:
         ImportError: If matplotlib is not installed.
