@@ -83,6 +83,7 @@ def test_nothing_live_before_fit_and_deepcopy_gives_an_unstarted_monitor(tmp_pat
 
 def test_keras_tuner_random_search_copies_the_monitor_for_each_trial(tmp_path):
     import keras_tuner
+
     monitor = GPUMonitor(
         tmp_path / "logs",
         interval=0.05,
