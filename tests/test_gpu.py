@@ -23,7 +23,7 @@ def test_real_gpus_are_sampled_with_plausible_values():
         assert 0.0 <= stats[SampleKey(name, "utilization_percent")].mean <= 100.0
         assert 0.0 < stats[SampleKey(name, "memory_used_percent")].max <= 100.0
         assert stats[SampleKey(name, "memory_used_gib")].count >= 5
-        if f"{name}/temperature_celsius" in stats:
+        if SampleKey(name, "temperature_celsius") in stats:
             assert 0.0 < stats[SampleKey(name, "temperature_celsius")].mean < 120.0
 
 

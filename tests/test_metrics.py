@@ -1,14 +1,35 @@
 from __future__ import annotations
 
+import re
+
 import pytest
+from readme import logged_tags_table
 
-from tfthroughput.hardware.metrics import ALL_METRICS, METRIC_NAMES, validate_metric_names
+from tfthroughput.hardware.metrics import (
+    ALL_METRICS,
+    GPU_METRICS,
+    HOST_METRICS,
+    METRIC_NAMES,
+    validate_metric_names,
+)
 
 
-def test_every_metric_has_a_unique_name_a_unit_and_a_scope():
+def test_every_metric_has_a_unique_name_and_a_unit():
     names = [metric.name for metric in ALL_METRICS]
     assert len(names) == len(set(names)) == len(METRIC_NAMES)
-    assert all(metric.unit and metric.scope in {"gpu", "host"} for metric in ALL_METRICS)
+    assert all(metric.unit for metric in ALL_METRICS)
+
+
+def test_the_readme_tag_table_is_the_metric_catalogue():
+    per_metric = {"gpu": [], "host": []}
+    for tag, unit, meaning in logged_tags_table():
+        match = re.fullmatch(r"`(gpu<i>|host)/(\w+)/<stat>`", tag)
+        if match:
+            assert meaning, tag
+            scope = "gpu" if match[1] == "gpu<i>" else "host"
+            per_metric[scope].append((match[2], unit))
+    assert per_metric["gpu"] == [(metric.name, metric.unit) for metric in GPU_METRICS]
+    assert per_metric["host"] == [(metric.name, metric.unit) for metric in HOST_METRICS]
 
 
 def test_none_selects_everything_and_names_are_kept():

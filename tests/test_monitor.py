@@ -2,68 +2,23 @@ from __future__ import annotations
 
 import csv
 import os
-import threading
-import time
 
 import keras
-import numpy as np
 import pytest
 from events import event_files, read_scalars
-from fakes import FakeSource
+from fits import (
+    BATCH_SIZE,
+    STEPS_PER_EPOCH,
+    EpochDial,
+    RaiseDuringEpoch,
+    fake_gpus,
+    fit,
+    sampler_threads,
+    tiny_model,
+    wait_for_no_sampler_thread,
+)
 
 from tfthroughput import GPUMonitor, MonitoringWarning
-
-STEPS_PER_EPOCH = 4
-BATCH_SIZE = 8
-
-
-def tiny_model() -> keras.Model:
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    return model
-
-
-def data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(STEPS_PER_EPOCH * BATCH_SIZE, 3)).astype("float32")
-    return x, x.sum(axis=1, keepdims=True)
-
-
-class EpochDial(keras.callbacks.Callback):
-    """Sets the value the fake GPUs report for the epoch that is starting (listed first)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.epoch = -1
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-
-def fake_gpus(dial: EpochDial, offset: float = 0.0):
-    """Two GPUs and a host whose readings depend only on the current epoch."""
-
-    def factory():
-        return [
-            FakeSource(
-                "gpu0",
-                lambda n: {
-                    "utilization_percent": 10.0 * (dial.epoch + 1) + offset,
-                    "power_watts": 100.0 + dial.epoch,
-                },
-            ),
-            FakeSource("gpu1", lambda n: {"utilization_percent": 50.0 + offset}),
-            FakeSource("host", {"cpu_percent": 75.0}),
-        ]
-
-    return factory
-
-
-def fit(model, callbacks, epochs=2, **kwargs):
-    x, y = data()
-    return model.fit(
-        x, y, batch_size=BATCH_SIZE, epochs=epochs, callbacks=callbacks, verbose=0, **kwargs
-    )
 
 
 def test_fit_writes_each_epochs_statistics_exactly(tmp_path):
@@ -114,7 +69,12 @@ def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
     ]
 
 
-def test_update_logs_feeds_history_and_csv_logger(tmp_path):
+def read_csv(path) -> list[dict[str, str]]:
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
+def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(tmp_path):
     dial = EpochDial()
     monitor = GPUMonitor(
         tmp_path,
@@ -122,17 +82,52 @@ def test_update_logs_feeds_history_and_csv_logger(tmp_path):
         sources=fake_gpus(dial),
         update_logs=True,
         metrics=["utilization_percent"],
+        batch_size=BATCH_SIZE,
     )
-    csv_path = tmp_path / "log.csv"
-    history = fit(tiny_model(), [dial, monitor, keras.callbacks.CSVLogger(str(csv_path))])
-    assert history.history["gpu0_utilization_percent"] == [10.0, 20.0]
-    assert history.history["gpu1_utilization_percent"] == [50.0, 50.0]
-    assert "gpu0_power_watts" not in history.history  # not selected by `metrics`
-    assert len(history.history["epoch_seconds"]) == 2
-    assert all(value > 0 for value in history.history["epoch_steps_per_second"])
-    with open(csv_path) as file:
-        rows = list(csv.DictReader(file))
-    assert [float(row["gpu0_utilization_percent"]) for row in rows] == [10.0, 20.0]
+    callbacks = [
+        dial,
+        keras.callbacks.CSVLogger(str(tmp_path / "before.csv")),
+        monitor,
+        keras.callbacks.CSVLogger(str(tmp_path / "after.csv")),
+        keras.callbacks.TensorBoard(log_dir=str(tmp_path)),
+    ]
+    history = fit(tiny_model(), callbacks).history
+    added = [
+        "examples_per_second",
+        "gpu0_utilization_percent",
+        "gpu1_utilization_percent",
+        "seconds",
+        "steps_per_second",
+    ]
+    # History comes last (Keras appends it), so it always sees them.
+    assert sorted(history) == sorted(["loss", *added])
+    assert history["gpu0_utilization_percent"] == [10.0, 20.0]
+    assert history["gpu1_utilization_percent"] == [50.0, 50.0]
+    for seconds, steps_per_second, examples_per_second in zip(
+        history["seconds"],
+        history["steps_per_second"],
+        history["examples_per_second"],
+        strict=True,
+    ):
+        assert steps_per_second * seconds == pytest.approx(STEPS_PER_EPOCH, rel=1e-5)
+        assert examples_per_second * seconds == pytest.approx(
+            STEPS_PER_EPOCH * BATCH_SIZE, rel=1e-5
+        )
+    # A CSVLogger before the monitor writes its row before the monitor adds anything.
+    # (Without validation, CSVLogger adds an empty `val_` column for each key.)
+    assert list(read_csv(tmp_path / "before.csv")[0]) == ["epoch", "loss", "val_loss"]
+    after = read_csv(tmp_path / "after.csv")
+    columns = sorted(["loss", *added])
+    assert list(after[0]) == ["epoch", *columns, *(f"val_{column}" for column in columns)]
+    assert [float(row["gpu0_utilization_percent"]) for row in after] == [10.0, 20.0]
+    # keras.callbacks.TensorBoard writes a logs key `k` as the tag `epoch_k`.
+    tags = read_scalars(tmp_path / "train")
+    assert set(tags) == {"epoch_learning_rate", "epoch_loss", *(f"epoch_{k}" for k in added)}
+    assert tags["epoch_gpu0_utilization_percent"] == [(0, 10.0), (1, 20.0)]
+    assert tags["epoch_seconds"] == [
+        (0, pytest.approx(history["seconds"][0])),
+        (1, pytest.approx(history["seconds"][1])),
+    ]
 
 
 def test_statistics_selects_what_is_logged(tmp_path):
@@ -160,35 +155,13 @@ def test_a_reused_callback_reports_only_the_second_run(tmp_path):
     assert second_run["gpu0/utilization_percent/mean"] == [(0, 1010.0), (1, 1020.0)]
 
 
-class RaiseDuringEpoch(keras.callbacks.Callback):
-    def __init__(self, epoch: int, batch: int, error: BaseException) -> None:
-        super().__init__()
-        self.at = (epoch, batch)
-        self.error = error
-        self.epoch = -1
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if (self.epoch, batch) == self.at:
-            time.sleep(0.3)  # let the sampler take a few samples inside the failing epoch
-            raise self.error
-
-
-def sampler_threads():
-    return [t for t in threading.enumerate() if t.name == "tfthroughput-sampler"]
-
-
 @pytest.mark.parametrize("error", [RuntimeError("step failed"), KeyboardInterrupt()])
 def test_an_interrupted_fit_stops_the_thread_and_keeps_what_was_sampled(tmp_path, error):
     dial = EpochDial()
     monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
     with pytest.raises(type(error)):
         fit(tiny_model(), [dial, monitor, RaiseDuringEpoch(1, 2, error)], epochs=3)
-    deadline = time.monotonic() + 5
-    while sampler_threads() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for_no_sampler_thread()
     assert sampler_threads() == []
     scalars = read_scalars(tmp_path / "hardware")
     # Epoch 0 completed; epoch 1 was cut short but its samples are on disk.
@@ -237,7 +210,7 @@ def test_a_writer_fault_is_reported_not_raised(tmp_path):
 
     class BreakWriter(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
-            monitor._writer = BrokenWriter()
+            monitor._training.writer._writer = BrokenWriter()  # the tf.summary writer inside
 
     with pytest.warns(MonitoringWarning, match="disk full"):
         history = fit(tiny_model(), [dial, BreakWriter(), monitor])

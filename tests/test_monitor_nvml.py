@@ -91,7 +91,8 @@ def test_fit_logs_exact_per_device_values(fake_nvml_dir, tmp_path):
         samples = {scalars[f"{name}/samples"][step] for name in ("gpu0", "gpu1", "host")}
         assert len(samples) == 1
         assert samples.pop() >= 1
-    assert set(scalars["host/cpu_percent/mean"]) == steps
+    # (host CPU percentages need 0.1 s per reading thread, which the one-step fit may not last)
+    assert set(scalars["host/ram_used_percent/mean"]) == steps
     assert set(scalars["epoch/seconds"]) == steps
 
 

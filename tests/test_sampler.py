@@ -5,7 +5,7 @@ import time
 import warnings
 
 import pytest
-from fakes import FakeClock, FakeSource
+from fakes import FakeSource
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
 from tfthroughput.hardware.source import MonitoringWarning, SourceLost
@@ -117,15 +117,6 @@ def test_keep_running_false_abandons_the_window_to_the_callback_and_ends_the_thr
     assert abandoned[0][SampleKey("gpu0", "utilization_percent")].mean == 3.0
     assert source.closed
     sampler.stop()
-
-
-def test_seconds_since_collect_follows_the_injected_clock():
-    clock = FakeClock(100.0)
-    sampler = Sampler([FakeSource("host", {"cpu_percent": 1.0})], interval=1.0, clock=clock)
-    clock.advance(2.5)
-    assert sampler.seconds_since_collect() == 2.5
-    sampler.collect()
-    assert sampler.seconds_since_collect() == 0.0
 
 
 @pytest.mark.parametrize(

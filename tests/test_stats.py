@@ -23,16 +23,6 @@ def test_a_single_sample_is_every_statistic():
     assert summarize([42.0]) == MetricStats(mean=42.0, min=42.0, max=42.0, p95=42.0, count=1)
 
 
-def test_as_dict_lists_every_statistic():
-    assert summarize([1.0, 3.0]).as_dict() == {
-        "mean": 2.0,
-        "min": 1.0,
-        "max": 3.0,
-        "p95": 2.9,
-        "count": 2,
-    }
-
-
 def test_empty_samples_are_rejected():
     with pytest.raises(ValueError, match="samples=\\[\\]"):
         summarize([])

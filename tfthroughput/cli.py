@@ -85,22 +85,21 @@ def _info() -> int:
     import keras
     import tensorflow as tf
 
-    from tfthroughput.hardware.devices import visible_gpus
-    from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
+    from tfthroughput.hardware.discovery import find_gpus
     from tfthroughput.precision.policy import recommend_precision
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
     devices = tf.config.list_physical_devices()
     print("TensorFlow devices: " + ", ".join(device.name for device in devices))
-    try:
-        pynvml = nvml()
-    except NVMLUnavailable as error:
-        print(f"NVML: unavailable: {error}")
+    gpus = find_gpus()
+    if gpus.driver_version is None:
+        print(f"NVML: unavailable: {gpus.reason}")
+    elif not gpus.devices:
+        print(f"NVML: driver {gpus.driver_version}; {gpus.reason}")
     else:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = visible_gpus(pynvml)
-        print(f"NVML: driver {driver}, {len(gpus)} GPU(s) visible to this process")
-        for gpu in gpus:
+        count = len(gpus.devices)
+        print(f"NVML: driver {gpus.driver_version}, {count} GPU(s) visible to this process")
+        for gpu in gpus.devices:
             print(f"  gpu{gpu.index}: {gpu.name} ({gpu.uuid})")
     print(recommend_precision())
     return 0

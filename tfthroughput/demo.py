@@ -141,7 +141,7 @@ class _EpochLine(keras.callbacks.Callback):
         logs = logs or {}
         self.echo(
             f"  epoch {epoch + 1}/{self.epochs}: loss {logs.get('loss', float('nan')):.3f}, "
-            f"{logs.get('epoch_examples_per_second', float('nan')):,.0f} examples/s, "
+            f"{logs.get('examples_per_second', float('nan')):,.0f} examples/s, "
             f"host CPU {logs.get('host_cpu_percent', float('nan')):.0f} %"
         )
 
@@ -153,7 +153,7 @@ def train(
     run_dir = os.path.join(log_dir, name)
     monitor = GPUMonitor(run_dir, interval=0.25, batch_size=batch_size, update_logs=True)
     board = keras.callbacks.TensorBoard(run_dir)
-    callbacks = [board, monitor, _EpochLine(epochs, echo)]  # after the monitor: sees its logs
+    callbacks = [monitor, board, _EpochLine(epochs, echo)]  # after the monitor: see its logs
     history = model.fit(
         dataset, epochs=epochs, callbacks=callbacks, verbose=0, shuffle=False
     ).history
@@ -162,8 +162,8 @@ def train(
     )
     return RunSummary(
         name=name,
-        examples_per_second=history["epoch_examples_per_second"][-1],
-        epoch_seconds=history["epoch_seconds"][-1],
+        examples_per_second=history["examples_per_second"][-1],
+        epoch_seconds=history["seconds"][-1],
         gpu_utilization_percent=(
             float(np.mean([history[k][-1] for k in gpu_keys])) if gpu_keys else None
         ),
@@ -199,14 +199,12 @@ def comparison_table(runs: list[RunSummary]) -> str:
 
 def gpu_status() -> str:
     """One line on what the monitor can sample here."""
-    from tfthroughput.hardware.devices import visible_gpus
-    from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
+    from tfthroughput.hardware.discovery import find_gpus
 
-    try:
-        gpus = visible_gpus(nvml())
-    except NVMLUnavailable as error:
-        return f"off ({error}); host CPU/RAM are still monitored"
-    return ", ".join(f"gpu{gpu.index}: {gpu.name}" for gpu in gpus) or "no GPU visible"
+    gpus = find_gpus()
+    if not gpus.devices:
+        return f"off ({gpus.reason}); host CPU/RAM are still monitored"
+    return ", ".join(f"gpu{gpu.index}: {gpu.name}" for gpu in gpus.devices)
 
 
 def run_demo(

@@ -87,5 +87,10 @@ def visible_gpus(pynvml) -> list[GPUDevice]:
     ]
 
 
+def driver_version(pynvml) -> str:
+    """The NVIDIA driver's version through an initialised ``pynvml`` module."""
+    return _text(pynvml.nvmlSystemGetDriverVersion())
+
+
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value

@@ -1,4 +1,7 @@
-"""The catalogue of sampled metrics: names, units and meaning (the README's tag table)."""
+"""The catalogue of sampled metrics: names and units.
+
+The README's "Logged tags" table says what each one means; a test keeps the two in step.
+"""
 
 from __future__ import annotations
 
@@ -12,58 +15,31 @@ class Metric:
     Attributes:
         name: Identifier used in tags (``gpu0/<name>/mean``) and in ``metrics=`` filters.
         unit: Unit of every sample.
-        scope: ``"gpu"`` (one series per visible GPU) or ``"host"`` (one series).
-        description: What it measures, for documentation.
     """
 
     name: str
     unit: str
-    scope: str
-    description: str
 
 
+# One series per GPU this process uses.
 GPU_METRICS: tuple[Metric, ...] = (
-    Metric(
-        "utilization_percent",
-        "%",
-        "gpu",
-        "NVML GPU-Util: share of the sample period in which any kernel was running.",
-    ),
-    Metric(
-        "memory_utilization_percent",
-        "%",
-        "gpu",
-        "Share of the sample period in which device memory was read or written.",
-    ),
-    Metric("memory_used_gib", "GiB", "gpu", "Device memory in use (all processes)."),
-    Metric("memory_used_percent", "%", "gpu", "Device memory in use, as a share of the total."),
-    Metric("power_watts", "W", "gpu", "Board power draw."),
-    Metric("temperature_celsius", "degC", "gpu", "GPU core temperature."),
-    Metric("sm_clock_mhz", "MHz", "gpu", "Current SM clock."),
-    Metric(
-        "sm_activity_percent",
-        "%",
-        "gpu",
-        "GPM (Hopper and newer): share of SMs busy, averaged over the sample period.",
-    ),
-    Metric(
-        "tensor_activity_percent",
-        "%",
-        "gpu",
-        "GPM (Hopper and newer): share of time the SMs ran any tensor-core instruction.",
-    ),
+    Metric("utilization_percent", "%"),
+    Metric("memory_utilization_percent", "%"),
+    Metric("memory_used_gib", "GiB"),
+    Metric("memory_used_percent", "%"),
+    Metric("power_watts", "W"),
+    Metric("temperature_celsius", "degC"),
+    Metric("sm_clock_mhz", "MHz"),
+    Metric("sm_activity_percent", "%"),
+    Metric("tensor_activity_percent", "%"),
 )
 
+# One series for the host.
 HOST_METRICS: tuple[Metric, ...] = (
-    Metric("cpu_percent", "%", "host", "System-wide CPU utilization, all cores (0-100)."),
-    Metric(
-        "process_cpu_percent",
-        "%",
-        "host",
-        "CPU used by this process, in percent of one core (can exceed 100).",
-    ),
-    Metric("process_rss_gib", "GiB", "host", "Resident memory of this process."),
-    Metric("ram_used_percent", "%", "host", "System RAM in use."),
+    Metric("cpu_percent", "%"),
+    Metric("process_cpu_percent", "%"),
+    Metric("process_rss_gib", "GiB"),
+    Metric("ram_used_percent", "%"),
 )
 
 ALL_METRICS: tuple[Metric, ...] = GPU_METRICS + HOST_METRICS

@@ -7,7 +7,6 @@ psutil, so it can be used outside Keras and checked on machines without TensorFl
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from array import array
 from collections.abc import Callable, Iterable
@@ -67,9 +66,9 @@ class Sampler:
             the sampler calls ``on_abandoned`` and its thread ends. Adapters use it to notice
             that the code they monitor has stopped without telling them.
         on_abandoned: Called on the sampler thread when ``keep_running`` returns False.
-        clock: Monotonic seconds, injectable for tests. Defaults to ``time.monotonic``.
 
     Example:
+        >>> import time
         >>> from tfthroughput.hardware.host import HostSource
         >>> with Sampler([HostSource()], interval=0.1) as sampler:
         ...     time.sleep(0.5)
@@ -85,7 +84,6 @@ class Sampler:
         *,
         keep_running: Callable[[], bool] | None = None,
         on_abandoned: Callable[[], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = validate_interval(interval)
         self._sources = list(sources)
@@ -97,14 +95,12 @@ class Sampler:
                 )
         self._keep_running = keep_running
         self._on_abandoned = on_abandoned
-        self._clock = clock
         self._lock = threading.Lock()
         # Serialises whole samples: `collect(sample_now=True)` on the training thread may run
         # while the sampler thread samples, and sources are not thread-safe (a lost source
         # would also be dropped twice, the second `remove` raising).
         self._sample_lock = threading.Lock()
         self._window: dict[SampleKey, array] = {}
-        self._window_start = clock()
         self._warned: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -152,11 +148,7 @@ class Sampler:
             self.sample_once()
         with self._lock:
             window, self._window = self._window, {}
-            self._window_start = self._clock()
         return {key: summarize(values) for key, values in sorted(window.items()) if values}
-
-    def seconds_since_collect(self) -> float:
-        return self._clock() - self._window_start
 
     def start(self) -> Sampler:
         """Start the sampling thread (idempotent while running)."""

@@ -23,9 +23,6 @@ class MetricStats:
     p95: float
     count: int
 
-    def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in STATISTIC_NAMES}
-
 
 def summarize(samples: Sequence[float]) -> MetricStats:
     """Summarise a non-empty sequence of samples.

@@ -1,25 +1,21 @@
 """``GPUMonitor``: a Keras callback that logs per-epoch hardware statistics to TensorBoard.
 
-The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`; this module
-only turns each epoch's statistics into ``tf.summary`` scalars (and, optionally, ``logs``).
-It overrides no batch hook, so Keras keeps dispatching training steps asynchronously.
+The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`, turning
+statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, watching the
+``fit`` in :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras
+hooks. It overrides no batch hook, so Keras keeps dispatching training steps asynchronously.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
-import sys
-import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from types import FrameType
 
 import keras
-import tensorflow as tf
-from tensorboard.compat.proto import summary_pb2
-from tensorboard.plugins.scalar.summary import scalar_pb
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.hardware.discovery import default_sources
@@ -27,10 +23,27 @@ from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
-from tfthroughput.monitor.dashboard import write_layout
+from tfthroughput.monitor.events import (
+    EventWriter,
+    epoch_figures,
+    hardware_scalars,
+    logs_entries,
+)
+from tfthroughput.monitor.fit_watch import find_fit
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
-_EPOCH_TAGS = ("epoch/seconds", "epoch/steps_per_second", "epoch/examples_per_second")
+
+
+class _Training:
+    """Everything live during one ``fit``: made in ``on_train_begin``, dropped when it ends."""
+
+    def __init__(self, writer: EventWriter) -> None:
+        self.writer = writer
+        self.sampler: Sampler  # set right after, as it calls back with this object
+        self.epoch: int | None = None  # the epoch in progress, if any
+        self.epoch_start = 0.0
+        self.iterations_at_epoch_start: int | None = None
+        self.finished = False
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -46,6 +59,11 @@ class GPUMonitor(keras.callbacks.Callback):
         ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
         ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
 
+    The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
+    before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
+    an unstarted monitor with the same settings. Outside ``fit`` (hooks driven by hand), use it
+    as a context manager or call :meth:`close` when done.
+
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
@@ -53,13 +71,16 @@ class GPUMonitor(keras.callbacks.Callback):
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
         batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
             callbacks the batch size, so it is logged only when given. Defaults to None.
-        update_logs: Also put each metric's epoch mean into ``logs`` as
-            ``<source>_<metric>`` (and the ``epoch/*`` values as ``epoch_seconds``, ...), for
-            ``History`` and ``CSVLogger``. Defaults to False.
+        update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
+            (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
+            ``steps_per_second``, ``examples_per_second``, for ``History``, ``CSVLogger`` and
+            ``keras.callbacks.TensorBoard`` (which logs them as ``epoch_<key>``). Only
+            callbacks listed after the monitor see them. Defaults to False.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run). Defaults to
             ``"hardware"``.
         sources: Zero-argument callable returning the sources to sample, called at each
             ``on_train_begin``. Defaults to the host plus every visible GPU through NVML.
+        clock: Monotonic seconds, for the epoch's wall time. Defaults to ``time.monotonic``.
 
     Raises:
         TypeError, ValueError: For invalid arguments, naming the argument and value.
@@ -106,12 +127,8 @@ class GPUMonitor(keras.callbacks.Callback):
         self.run_name = run_name
         self._source_factory = sources
         self._clock = clock
-        self._sampler: Sampler | None = None
-        self._writer = None
-        self._epoch: int | None = None
-        self._epoch_start = 0.0
-        self._iterations_at_epoch_start: int | None = None
-        self._state_lock = threading.Lock()
+        self._training: _Training | None = None
+        self._entered = False
 
     @property
     def run_dir(self) -> str:
@@ -121,59 +138,91 @@ class GPUMonitor(keras.callbacks.Callback):
     # Keras hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
-        self._shutdown()  # a previous fit that ended abnormally may have left state behind
-        self._writer = self._open_writer()
+        self._shutdown()  # a previous run driven by hand may still be open
+        writer = EventWriter(self.run_dir, self.log_dir)
+        fit_call = find_fit()
+        if fit_call is None and not self._entered:
+            warnings.warn(
+                "GPUMonitor found no Keras `fit` calling it (a hand-written training loop?), "
+                "so it cannot tell if training stops without `on_train_end`: use it as "
+                "`with monitor:` or call `monitor.close()` when done.",
+                MonitoringWarning,
+                stacklevel=2,
+            )
         factory = self._source_factory or (lambda: default_sources(self.metrics))
-        keep_running = _still_running(_training_frame())
-        self._sampler = Sampler(
-            factory(),
-            self.interval,
-            keep_running=keep_running,
-            on_abandoned=self._flush_abandoned,
-            clock=self._clock,
-        ).start()
-        self._epoch = None
+        training = _Training(writer)
+        try:
+            training.sampler = Sampler(
+                factory(),
+                self.interval,
+                keep_running=None if fit_call is None else fit_call.is_running,
+                on_abandoned=functools.partial(self._abandon, training),
+            )
+        except BaseException:
+            writer.close()
+            raise
+        self._training = training
+        training.sampler.start()
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-        self._epoch_start = self._clock()
-        self._iterations_at_epoch_start = self._optimizer_iterations()
-        if self._sampler is not None:
-            self._sampler.collect()  # drop samples taken between epochs
+        training = self._training
+        if training is None:
+            return
+        training.epoch = epoch
+        training.epoch_start = self._clock()
+        training.iterations_at_epoch_start = self._optimizer_iterations()
+        training.sampler.collect()  # drop samples taken between epochs
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._sampler is None:
+        training = self._training
+        if training is None:
             return
-        stats = self._sampler.collect(sample_now=True)
-        seconds = self._clock() - self._epoch_start
-        scalars = self._write_epoch(epoch, stats, seconds)
-        self._epoch = None
+        stats = self._selected(training.sampler.collect(sample_now=True))
+        figures = epoch_figures(
+            self._clock() - training.epoch_start, self._steps_this_epoch(training), self.batch_size
+        )
+        training.writer.write(epoch, hardware_scalars(stats, self.statistics, figures))
+        training.epoch = None
         if self.update_logs and logs is not None:
-            for key, metric_stats in self._selected(stats).items():
-                logs[f"{key.source}_{key.metric}"] = metric_stats.mean
-            for tag in _EPOCH_TAGS:
-                if tag in scalars:
-                    logs[tag.replace("/", "_")] = scalars[tag]
+            logs.update(logs_entries(stats, figures))
 
     def on_train_end(self, logs=None):
         self._shutdown()
 
+    # Use outside fit -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop sampling, write what the epoch in progress sampled, and close the writer.
+
+        ``fit`` does this itself (``on_train_end``, or when ``fit`` is left by an exception);
+        call it when driving the hooks by hand. Idempotent; the monitor can start again.
+        """
+        self._shutdown()
+
+    def __enter__(self) -> GPUMonitor:
+        self._entered = True
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._entered = False
+        self.close()
+
+    def __deepcopy__(self, memo) -> GPUMonitor:
+        return self._unstarted_copy(lambda value: copy.deepcopy(value, memo), memo)
+
+    def __copy__(self) -> GPUMonitor:
+        return self._unstarted_copy(lambda value: value, {})
+
     # Internals -----------------------------------------------------------------------------
 
-    def _open_writer(self):
-        run_dir = self.run_dir
-        try:
-            os.makedirs(run_dir, exist_ok=True)
-            with tempfile.TemporaryFile(dir=run_dir):
-                pass
-        except OSError as error:
-            raise ValueError(
-                f"`log_dir` is not writable ({error.strerror or error}); GPUMonitor needs to "
-                f"create {run_dir!r}. Received: log_dir={self.log_dir!r}"
-            ) from error
-        writer = tf.summary.create_file_writer(run_dir)
-        write_layout(writer)
-        return writer
+    def _unstarted_copy(self, copy_value: Callable[[object], object], memo: dict) -> GPUMonitor:
+        """A monitor with this one's settings and none of its live state or Keras binding."""
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        unstarted = {"_training": None, "_entered": False, "_model": None, "params": None}
+        for name, value in vars(self).items():
+            clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
+        return clone
 
     def _optimizer_iterations(self) -> int | None:
         optimizer = getattr(self.model, "optimizer", None)
@@ -185,10 +234,10 @@ class GPUMonitor(keras.callbacks.Callback):
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 
-    def _steps_this_epoch(self) -> int | None:
+    def _steps_this_epoch(self, training: _Training) -> int | None:
         now = self._optimizer_iterations()
-        if now is not None and self._iterations_at_epoch_start is not None:
-            return now - self._iterations_at_epoch_start
+        if now is not None and training.iterations_at_epoch_start is not None:
+            return now - training.iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
     def _selected(self, stats: dict[SampleKey, MetricStats]) -> dict[SampleKey, MetricStats]:
@@ -196,76 +245,28 @@ class GPUMonitor(keras.callbacks.Callback):
             return stats
         return {key: value for key, value in stats.items() if key.metric in self.metrics}
 
-    def _write_epoch(
-        self, epoch: int, stats: dict[SampleKey, MetricStats], seconds: float | None
-    ) -> dict[str, float]:
-        """Write one epoch's scalars; returns them (also when writing failed)."""
-        scalars: dict[str, float] = {}
-        samples_per_source: dict[str, int] = {}
-        for key, metric_stats in self._selected(stats).items():
-            for statistic in self.statistics:
-                scalars[f"{key.source}/{key.metric}/{statistic}"] = getattr(metric_stats, statistic)
-            samples_per_source[key.source] = max(
-                samples_per_source.get(key.source, 0), metric_stats.count
-            )
-        for source, count in samples_per_source.items():
-            scalars[f"{source}/samples"] = count
-        if seconds is not None and seconds > 0:
-            scalars["epoch/seconds"] = seconds
-            steps = self._steps_this_epoch()
-            if steps:
-                scalars["epoch/steps_per_second"] = steps / seconds
-                if self.batch_size:
-                    scalars["epoch/examples_per_second"] = steps * self.batch_size / seconds
-        with self._state_lock:
-            writer = self._writer
-            if writer is None:
-                return scalars
-            try:
-                # One raw summary holding every scalar: one write op instead of one per tag
-                # (about 8x cheaper at the end of each epoch than tf.summary.scalar per tag).
-                summary = summary_pb2.Summary()
-                for tag, value in scalars.items():
-                    summary.value.extend(scalar_pb(tag, value).value)
-                with writer.as_default():
-                    tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=epoch)
-                writer.flush()
-            except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
-                warnings.warn(
-                    f"GPUMonitor could not write epoch {epoch} to {self.run_dir!r}: {error!r}",
-                    MonitoringWarning,
-                    stacklevel=2,
-                )
-        return scalars
+    def _finish(self, training: _Training) -> None:
+        """Write the epoch cut short, if any, and close the writer; once per training."""
+        if training.finished:
+            return
+        training.finished = True
+        if training.epoch is not None:  # fit ended inside an epoch: keep what was sampled
+            stats = self._selected(training.sampler.collect())
+            training.writer.write(training.epoch, hardware_scalars(stats, self.statistics, {}))
+            training.epoch = None
+        training.writer.close()
 
-    def _flush_abandoned(self) -> None:
-        """Runs on the sampler thread when ``fit`` has exited without ``on_train_end``."""
-        sampler = self._sampler
-        if sampler is not None and self._epoch is not None:
-            self._write_epoch(self._epoch, sampler.collect(), seconds=None)
-        self._epoch = None
-        self._close_writer()
+    def _abandon(self, training: _Training) -> None:
+        """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
+        self._finish(training)
+        if self._training is training:
+            self._training = None  # release the sampler and its sources with it
 
     def _shutdown(self) -> None:
-        sampler, self._sampler = self._sampler, None
-        if sampler is not None:
-            sampler.stop()
-            if self._epoch is not None:  # fit ended inside an epoch: keep what was sampled
-                self._write_epoch(self._epoch, sampler.collect(), seconds=None)
-        self._close_writer()
-
-    def _close_writer(self) -> None:
-        with self._state_lock:
-            writer, self._writer = self._writer, None
-            if writer is not None:
-                try:
-                    writer.close()
-                except Exception as error:  # noqa: BLE001
-                    warnings.warn(
-                        f"GPUMonitor could not close its writer: {error!r}",
-                        MonitoringWarning,
-                        stacklevel=2,
-                    )
+        training, self._training = self._training, None
+        if training is not None:
+            training.sampler.stop()  # joins the thread, so an abandon in progress ends first
+            self._finish(training)
 
 
 def _validate_statistics(statistics: object) -> tuple[str, ...]:
@@ -281,36 +282,3 @@ def _validate_statistics(statistics: object) -> tuple[str, ...]:
             f"Received: statistics={statistics!r}"
         )
     return tuple(statistics)
-
-
-def _training_frame() -> FrameType | None:
-    """The frame of the Keras ``fit`` that is calling us, if any."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "fit" and frame.f_globals.get("__name__", "").startswith(
-            "keras"
-        ):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def _still_running(fit_frame: FrameType | None) -> Callable[[], bool] | None:
-    """A predicate that is False once ``fit`` has left its frame (e.g. on an exception).
-
-    Keras 3 calls no callback hook when ``fit`` raises, so the sampler thread watches the
-    training thread's stack instead: cheap (a short frame walk per sample) and exact.
-    """
-    if fit_frame is None:
-        return None
-    thread_id = threading.get_ident()
-
-    def fit_is_running() -> bool:
-        frame = sys._current_frames().get(thread_id)
-        while frame is not None:
-            if frame is fit_frame:
-                return True
-            frame = frame.f_back
-        return False
-
-    return fit_is_running

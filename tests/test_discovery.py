@@ -1,84 +1,30 @@
-"""`hardware.host` and `hardware.discovery`: the host source (in process) and
-`default_sources` (through the fake NVML library, in child processes)."""
+"""`hardware.discovery`, the one place that finds GPUs: `default_sources` (the monitor),
+`discover_sources` (quiet, for `diagnose`), `find_gpus` (`tfthroughput info`, the demo), through
+the real pynvml and the fake NVML library in child processes."""
 
 from __future__ import annotations
 
-import os
-from collections import namedtuple
+import ast
+from pathlib import Path
 
-import psutil
 import pytest
 from fake_nvml import run_json_with_fake_nvml
 
-from tfthroughput.hardware.host import HostSource
 from tfthroughput.hardware.metrics import HOST_METRICS
-from tfthroughput.hardware.source import Source
 
-GIB = 1024**3
 HOST_NAMES = {metric.name for metric in HOST_METRICS}
-
-
-class _FakeProcess:
-    """The two `psutil.Process` methods HostSource uses, with fixed answers."""
-
-    def __init__(self, cpu_percent: float, rss: int) -> None:
-        self._cpu_percent = cpu_percent
-        self._rss = rss
-        self.cpu_calls = 0
-
-    def cpu_percent(self, interval=None):
-        self.cpu_calls += 1
-        return self._cpu_percent
-
-    def memory_info(self):
-        return namedtuple("pmem", "rss vms")(self._rss, 2 * self._rss)
-
-
-def test_host_source_reports_every_host_metric_in_range():
-    source = HostSource()
-    assert isinstance(source, Source)
-    assert source.name == "host"
-    values = source.read()
-    source.close()
-    assert set(values) == HOST_NAMES
-    assert all(isinstance(value, float) for value in values.values())
-    assert 0.0 <= values["cpu_percent"] <= 100.0
-    assert 0.0 <= values["ram_used_percent"] <= 100.0
-    # percent of one core: up to 100 per core
-    assert 0.0 <= values["process_cpu_percent"] <= 100.0 * (psutil.cpu_count() or 1)
-    rss_gib = psutil.Process(os.getpid()).memory_info().rss / GIB
-    assert 0.0 < values["process_rss_gib"] <= 2 * rss_gib
-
-
-def test_host_source_watches_the_given_process_in_exact_units():
-    process = _FakeProcess(cpu_percent=250.0, rss=3 * GIB // 2)
-    source = HostSource(["process_cpu_percent", "process_rss_gib"], process=process)
-    assert process.cpu_calls == 1  # primed, so the first sample covers one interval
-    assert source.read() == {"process_cpu_percent": 250.0, "process_rss_gib": 1.5}
-    assert process.cpu_calls == 2
-
-
-@pytest.mark.parametrize(
-    ("metrics", "expected"),
-    [
-        (["cpu_percent"], {"cpu_percent"}),
-        (["ram_used_percent", "utilization_percent"], {"ram_used_percent"}),
-        (("power_watts",), set()),  # GPU names are not the host's business
-        (frozenset(HOST_NAMES), HOST_NAMES),
-    ],
-)
-def test_host_source_reports_only_the_selected_metrics(metrics, expected):
-    assert set(HostSource(metrics).read()) == expected
 
 
 # Lists default_sources' result: each source's name, device and first reading's keys.
 _DEFAULT_SOURCES = """
 import os
-from tfthroughput.hardware.host import HostSource
+import time
+from tfthroughput.hardware.host import MIN_CPU_SPAN_SECONDS
 from tfthroughput.hardware.discovery import default_sources
 
 metrics = os.environ.get("METRICS")
 sources = default_sources(None if metrics is None else metrics.split(","))
+time.sleep(MIN_CPU_SPAN_SECONDS)  # the host's CPU percentages need that span
 listing = []
 for source in sources:
     device = getattr(source, "device", None)
@@ -243,3 +189,124 @@ def test_warning_points_at_the_caller(fake_nvml_dir):
         env={"FAKE_NVML_INIT_ERROR": "9"},
     )
     assert out == [["<string>", "MonitoringWarning"]]
+
+
+# Every caller of discovery, in one child: what each reports when NVML answers, when the driver
+# version query fails, and when listing the GPUs fails (pynvml's device count raising).
+_EVERY_CALLER = """
+import contextlib
+import io
+import pynvml
+from tfthroughput import cli, demo
+from tfthroughput.hardware.discovery import discover_sources, find_gpus
+from tfthroughput.hardware.utilization import gpu_utilization
+
+
+def report():
+    gpus = find_gpus()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        cli._info()
+    info = [line for line in printed.getvalue().splitlines() if "NVML" in line or "gpu" in line]
+    discovery = discover_sources(["utilization_percent"])
+    with gpu_utilization(0.05) as mean_utilization:
+        pass
+    for source in discovery.sources:
+        source.close()
+    return {
+        "find_gpus": [[d.index for d in gpus.devices], gpus.driver_version, gpus.reason],
+        "info": info,
+        "demo": demo.gpu_status(),
+        "discover_sources": [[s.name for s in discovery.sources], discovery.gpus_off],
+        "gpu_utilization": mean_utilization(),
+    }
+
+
+answering = report()
+
+
+def count_fails():
+    raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+
+pynvml.nvmlDeviceGetCount = count_fails
+emit({"answering": answering, "listing_fails": report(), "warned": warned()})
+"""
+
+
+def test_info_the_demo_and_diagnose_see_what_discovery_sees_never_an_nvml_error(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _EVERY_CALLER,
+        fake_nvml_dir,
+        env={"FAKE_NVML_UNSUPPORTED": "nvmlSystemGetDriverVersion"},
+        timeout=120,  # imports TensorFlow for `info` and the demo
+    )
+    assert out["answering"] == {
+        "find_gpus": [[0, 1], "unknown", None],
+        "info": [
+            "NVML: driver unknown, 2 GPU(s) visible to this process",
+            "  gpu0: Fake GPU 0 (GPU-00000000-0000-0000-0000-000000000000)",
+            "  gpu1: Fake GPU 1 (GPU-00000000-0000-0000-0000-000000000001)",
+        ],
+        "demo": "gpu0: Fake GPU 0, gpu1: Fake GPU 1",
+        "discover_sources": [["gpu0", "gpu1"], None],
+        "gpu_utilization": 40.5,  # the fake GPUs report 40 % and 41 %
+    }
+    reason = "NVML could not list the GPUs ('Unknown Error')"
+    assert out["listing_fails"] == {
+        "find_gpus": [[], "unknown", reason],
+        "info": [f"NVML: driver unknown; {reason}"],
+        "demo": f"off ({reason}); host CPU/RAM are still monitored",
+        "discover_sources": [[], reason],
+        "gpu_utilization": None,
+    }
+    assert out["warned"] == []  # discovery itself never warns; default_sources does
+
+
+def test_without_nvml_every_caller_gets_the_same_reason(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        """
+        from tfthroughput.hardware.discovery import default_sources, discover_sources, find_gpus
+
+        gpus = find_gpus()
+        discovery = discover_sources()
+        default_sources()
+        emit({
+            "find_gpus": [list(gpus.devices), gpus.driver_version, gpus.reason],
+            "discover_sources": [[s.name for s in discovery.sources], discovery.gpus_off],
+            "warned": warned(),
+        })
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_INIT_ERROR": "9"},
+    )
+    reason = (
+        "the NVIDIA driver is not loaded: check that `nvidia-smi` works, and that a "
+        "container was started with GPU access"
+    )
+    assert out == {
+        "find_gpus": [[], None, reason],
+        "discover_sources": [["host"], reason],
+        "warned": [f"GPU metrics are off: {reason}. {_HOST_STILL_LOGGED}"],
+    }
+
+
+def test_only_discovery_lists_gpus():
+    """No other module of the package calls NVML's listing or device code directly."""
+    package = Path(__file__).resolve().parents[1] / "tfthroughput"
+    listing_names = {"visible_gpus", "nvml", "NVMLGPUSource", "driver_version"}
+    allowed = {"hardware/discovery.py", "hardware/devices.py", "hardware/gpu.py"}
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("tfthroughput.hardware.")
+            ):
+                used = listing_names & {alias.name for alias in node.names}
+                offenders.extend(f"{relative}: {name}" for name in sorted(used))
+    assert offenders == []

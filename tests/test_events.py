@@ -1,0 +1,117 @@
+"""`monitor.events`: statistics to scalars and `logs` entries, and the event writer."""
+
+from __future__ import annotations
+
+import pytest
+from events import read_scalars
+from readme import logged_tags_table
+
+from tfthroughput.hardware.sampler import SampleKey
+from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.monitor.events import (
+    EPOCH_FIGURES,
+    EventWriter,
+    epoch_figures,
+    hardware_scalars,
+    logs_entries,
+)
+
+STATS = {
+    SampleKey("gpu0", "utilization_percent"): MetricStats(
+        mean=50.0, min=10.0, max=90.0, p95=88.0, count=7
+    ),
+    SampleKey("gpu0", "power_watts"): MetricStats(
+        mean=200.0, min=150.0, max=250.0, p95=245.0, count=6
+    ),
+    SampleKey("host", "cpu_percent"): MetricStats(mean=30.0, min=20.0, max=40.0, p95=39.0, count=3),
+}
+
+
+@pytest.mark.parametrize(
+    ("seconds", "steps", "batch_size", "expected"),
+    [
+        (2.0, 10, 32, {"seconds": 2.0, "steps_per_second": 5.0, "examples_per_second": 160.0}),
+        (2.0, 10, None, {"seconds": 2.0, "steps_per_second": 5.0}),
+        (2.0, None, 32, {"seconds": 2.0}),
+        (None, 10, 32, {}),  # an epoch cut short has no wall time
+        (0.0, 10, 32, {}),
+    ],
+)
+def test_epoch_figures_are_given_only_when_known(seconds, steps, batch_size, expected):
+    assert epoch_figures(seconds, steps, batch_size) == expected
+
+
+def test_hardware_scalars_join_each_key_once_into_a_tag():
+    figures = {"seconds": 2.0, "steps_per_second": 5.0}
+    assert hardware_scalars(STATS, ("mean", "p95"), figures) == {
+        "gpu0/utilization_percent/mean": 50.0,
+        "gpu0/utilization_percent/p95": 88.0,
+        "gpu0/power_watts/mean": 200.0,
+        "gpu0/power_watts/p95": 245.0,
+        "host/cpu_percent/mean": 30.0,
+        "host/cpu_percent/p95": 39.0,
+        "gpu0/samples": 7,
+        "host/samples": 3,
+        "epoch/seconds": 2.0,
+        "epoch/steps_per_second": 5.0,
+    }
+
+
+def test_logs_entries_are_plain_names_that_keras_tensorboard_prefixes_once():
+    entries = logs_entries(STATS, {"seconds": 2.0, "examples_per_second": 160.0})
+    assert entries == {
+        "gpu0_utilization_percent": 50.0,
+        "gpu0_power_watts": 200.0,
+        "host_cpu_percent": 30.0,
+        "seconds": 2.0,
+        "examples_per_second": 160.0,
+    }
+    assert not any("/" in key or key.startswith("epoch") for key in entries)
+
+
+def test_the_readme_lists_every_epoch_figure():
+    tags = {tag: unit for tag, unit, _ in logged_tags_table() if tag.startswith("`epoch/")}
+    assert tags == {
+        "`epoch/seconds`": "s",
+        "`epoch/steps_per_second`": "steps/s",
+        "`epoch/examples_per_second`": "examples/s",
+    }
+    assert set(tags) == {f"`epoch/{name}`" for name in EPOCH_FIGURES}
+
+
+def test_the_writer_writes_every_scalar_at_its_step_and_ignores_writes_after_close(tmp_path):
+    writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
+    writer.write(3, {"gpu0/utilization_percent/mean": 50.0, "epoch/seconds": 2.0})
+    writer.write(4, {"gpu0/utilization_percent/mean": 75.0})
+    writer.close()
+    writer.write(5, {"gpu0/utilization_percent/mean": 99.0})
+    writer.close()
+    assert read_scalars(tmp_path / "hardware") == {
+        "gpu0/utilization_percent/mean": [(3, 50.0), (4, 75.0)],
+        "epoch/seconds": [(3, 2.0)],
+    }
+
+
+def test_an_unwritable_folder_fails_when_opened(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match="`log_dir` is not writable") as info:
+        EventWriter(str(blocker / "hardware"), str(blocker))
+    assert f"Received: log_dir={str(blocker)!r}" in str(info.value)
+
+
+def test_a_fault_while_writing_is_a_warning(tmp_path):
+    class FullDisk:
+        def as_default(self):
+            raise OSError("disk full")
+
+        def close(self):
+            pass
+
+    writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
+    writer._writer.close()
+    writer._writer = FullDisk()  # stands in for the file system
+    with pytest.warns(MonitoringWarning, match="could not write epoch 2 .*disk full"):
+        writer.write(2, {"gpu0/utilization_percent/mean": 50.0})
+    writer.close()

@@ -1,0 +1,162 @@
+"""The package's import structure: no import cycle anywhere (function-local imports included),
+and `tfthroughput.hardware` usable with TensorFlow and Keras impossible to import."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tfthroughput"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: package modules it imports}`` for every module under ``package``."""
+    modules = {module_name(path, package.parent): path for path in sorted(package.rglob("*.py"))}
+    return {name: imported_modules(path, name, modules) for name, path in modules.items()}
+
+
+def imported_modules(path: Path, this: str, modules: dict[str, Path]) -> set[str]:
+    """Every package module that importing or running ``path`` imports, at any depth of the
+    code: top-level and function-local imports alike, parent packages included."""
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    found = set()
+    for target in targets:
+        parts = target.split(".")
+        found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return {name for name in found if name in modules and name != this}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(node: str) -> list[str] | None:
+        if node in visiting:
+            return visiting[visiting.index(node) :] + [node]
+        if node in done:
+            return None
+        visiting.append(node)
+        for neighbour in sorted(graph[node]):
+            cycle = visit(neighbour)
+            if cycle:
+                return cycle
+        visiting.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        cycle = visit(node)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = import_graph(PACKAGE)
+    assert {"tfthroughput.hardware.discovery", "tfthroughput.monitor.fit_watch"} <= graph[
+        "tfthroughput.monitor.callback"
+    ]
+    assert find_cycle(graph) is None
+
+
+def test_the_cycle_check_sees_function_local_and_relative_imports(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def later():\n    from .a import name\n")
+    (package / "c.py").write_text("import pkg.b\n")
+    graph = import_graph(package)
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": {"pkg", "pkg.b"},
+        "pkg.b": {"pkg", "pkg.a"},
+        "pkg.c": {"pkg", "pkg.b"},
+    }
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+# Imports every module of tfthroughput.hardware, then runs discovery, the sampler and the GPU
+# utilization probe, with `tensorflow` and `keras` refused by an import hook.
+_WITHOUT_TENSORFLOW = """
+import importlib
+import json
+import pkgutil
+import sys
+
+BLOCKED = {"tensorflow", "keras"}
+
+
+class RefuseTensorFlow:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is blocked in this test")
+        return None
+
+
+sys.meta_path.insert(0, RefuseTensorFlow())
+import tfthroughput.hardware as hardware
+
+names = sorted(info.name for info in pkgutil.iter_modules(hardware.__path__))
+for name in names:
+    importlib.import_module(f"tfthroughput.hardware.{name}")
+
+from tfthroughput.hardware.discovery import default_sources
+from tfthroughput.hardware.sampler import SampleKey, Sampler
+from tfthroughput.hardware.utilization import gpu_utilization
+
+with Sampler(default_sources(["ram_used_percent"]), interval=0.05) as sampler:
+    stats = sampler.collect(sample_now=True)
+with gpu_utilization(0.05) as mean_utilization:
+    pass
+print(json.dumps({
+    "modules": names,
+    "ram_samples": stats[SampleKey("host", "ram_used_percent")].count,
+    "gpu_utilization": mean_utilization(),
+    "loaded": sorted(m for m in sys.modules if m.partition(".")[0] in BLOCKED),
+}))
+"""
+
+
+def test_the_hardware_package_runs_with_tensorflow_and_keras_blocked():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TFTHROUGHPUT_DISABLE_NVML": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = sorted(
+        path.stem for path in (PACKAGE / "hardware").glob("*.py") if path.stem != "__init__"
+    )
+    assert out["modules"] == expected
+    assert out["ram_samples"] >= 1
+    assert out["gpu_utilization"] is None  # NVML switched off: nothing measured, no error
+    assert out["loaded"] == []
