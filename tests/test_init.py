@@ -14,6 +14,7 @@ EXPECTED_PUBLIC_NAMES = [
     "DeviceDescription",
     "DiagnosisReport",
     "DiagnosisThresholds",
+    "DipTrigger",
     "GPUConfiguration",
     "GPUMonitor",
     "GPUsAlreadyInitializedError",

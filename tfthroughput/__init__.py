@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "DeviceDescription": "tfthroughput.precision.policy",
     "DiagnosisReport": "tfthroughput.diagnosis.report",
     "DiagnosisThresholds": "tfthroughput.diagnosis.report",
+    "DipTrigger": "tfthroughput.monitor.dip",
     "GPUConfiguration": "tfthroughput.precision.gpus",
     "GPUMonitor": "tfthroughput.monitor.callback",
     "GPUsAlreadyInitializedError": "tfthroughput.precision.gpus",

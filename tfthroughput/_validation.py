@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 import tempfile
 
 
@@ -62,3 +63,35 @@ def check_folder_name(name: str, value: object) -> None:
     """
     if not isinstance(value, str) or not value or os.sep in value or value in (".", ".."):
         raise ValueError(f"`{name}` must be a non-empty folder name. Received: {name}={value!r}")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|min|h)\s*$")
+_SECONDS_PER_UNIT = {"s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(name: str, value: object) -> float:
+    """Seconds in a duration written with its unit: ``"30s"``, ``"5min"``, ``"1.5h"``.
+
+    Args:
+        name: The argument's name, quoted in the message.
+        value: What the caller passed: a string, a number and a unit (``s``, ``sec``, ``min``
+            or ``h``).
+
+    Returns:
+        The duration in seconds, a positive float.
+
+    Raises:
+        TypeError: If ``value`` is not a string.
+        ValueError: If it has no unit, an unknown unit, or is not positive.
+
+    Example:
+        >>> parse_duration("cooldown", "10min")
+        600.0
+    """
+    expected = 'a duration with its unit, e.g. "30s", "5min" or "1h"'
+    if not isinstance(value, str):
+        raise TypeError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+    match = _DURATION.match(value)
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+    return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]

@@ -66,6 +66,11 @@ class Sampler:
             the sampler calls ``on_abandoned`` and its thread ends. Adapters use it to notice
             that the code they monitor has stopped without telling them.
         on_abandoned: Called on the sampler thread when ``keep_running`` returns False.
+        on_sample: Called on the sampler thread after each sample the thread takes (not after
+            ``sample_once`` or ``collect(sample_now=True)`` calls from other threads), with no
+            lock held. Adapters use it to cut windows by time without a hook in the training
+            loop. It must be quick; an exception from it is warned about once and sampling
+            goes on.
 
     Example:
         >>> import time
@@ -84,6 +89,7 @@ class Sampler:
         *,
         keep_running: Callable[[], bool] | None = None,
         on_abandoned: Callable[[], None] | None = None,
+        on_sample: Callable[[], None] | None = None,
     ) -> None:
         self.interval = validate_interval(interval)
         self._sources = list(sources)
@@ -95,6 +101,7 @@ class Sampler:
                 )
         self._keep_running = keep_running
         self._on_abandoned = on_abandoned
+        self._on_sample = on_sample
         self._lock = threading.Lock()
         # Serialises whole samples: `collect(sample_now=True)` on the training thread may run
         # while the sampler thread samples, and sources are not thread-safe (a lost source
@@ -190,8 +197,16 @@ class Sampler:
                     self._close_sources()
                     return
                 self.sample_once()
+                if self._on_sample is not None:
+                    self._after_sample()
         except Exception as error:  # noqa: BLE001 - last line of defence for the thread
             self._warn_once("sampler", type(error).__name__, f"sampling stopped: {error!r}")
+
+    def _after_sample(self) -> None:
+        try:
+            self._on_sample()
+        except Exception as error:  # noqa: BLE001 - the adapter's fault must not stop sampling
+            self._warn_once("on_sample", type(error).__name__, f"on_sample failed: {error!r}")
 
     def _drop(self, source: Source, reason: str) -> None:
         self._sources.remove(source)

@@ -1,9 +1,25 @@
-"""``GPUMonitor``: a Keras callback that logs per-epoch hardware statistics to TensorBoard.
+"""``GPUMonitor``: a Keras callback that logs hardware statistics to TensorBoard, per epoch and
+per window inside an epoch.
 
 The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`, turning
-statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, watching the
-``fit`` in :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras
-hooks. It overrides no batch hook, so Keras keeps dispatching training steps asynchronously.
+statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, an epoch's
+windows in :mod:`tfthroughput.monitor.windows`, watching the ``fit`` in
+:mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
+
+Its one batch hook, ``on_train_batch_end``, is ``async_safe``: on the backends where Keras
+dispatches callbacks asynchronously (JAX, PyTorch) it runs on Keras's callback thread and never
+makes the training loop wait for a step; with TensorFlow, Keras calls every batch-end hook in
+line and converts the step's logs to numbers anyway, so the hook adds only its own few
+instructions. With ``update_freq="epoch"`` (the default) it returns at once.
+
+Why the step of a time-based window comes from that hook: the sampler thread decides when a
+window ends, but it cannot read ``model.optimizer.iterations`` on every backend. Under JAX,
+``fit`` trains on a copy of the variables and writes them back into the model only at the end
+of each epoch, so mid-epoch the variable still holds the epoch's first step; reading a device
+variable from another thread would also queue behind the training step on PyTorch or
+TensorFlow. The hook instead stores the completed step count (the epoch's first step, read
+once in ``on_epoch_begin``, plus Keras's batch index) in a plain attribute, which the sampler
+thread reads when it ends a window.
 """
 
 from __future__ import annotations
@@ -13,7 +29,7 @@ import functools
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import keras
 
@@ -23,41 +39,35 @@ from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
-from tfthroughput.monitor.events import (
-    EventWriter,
-    epoch_figures,
-    hardware_scalars,
-    logs_entries,
-)
+from tfthroughput.monitor.events import EventWriter, epoch_figures, logs_entries
 from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.windows import Window, parse_update_freq
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
 
 
-class _Training:
-    """Everything live during one ``fit``: made in ``on_train_begin``, dropped when it ends."""
-
-    def __init__(self, writer: EventWriter) -> None:
-        self.writer = writer
-        self.sampler: Sampler  # set right after, as it calls back with this object
-        self.epoch: int | None = None  # the epoch in progress, if any
-        self.epoch_start = 0.0
-        self.iterations_at_epoch_start: int | None = None
-        self.finished = False
-
-
 class GPUMonitor(keras.callbacks.Callback):
-    """Samples GPU and host metrics during ``fit`` and writes per-epoch statistics to TensorBoard.
+    """Samples GPU and host metrics during ``fit`` and writes their statistics to TensorBoard.
 
     Writes into ``<log_dir>/<run_name>``; give it the same ``log_dir`` as
-    ``keras.callbacks.TensorBoard`` and the hardware charts sit beside the loss curves. Every
-    value is logged with ``step=epoch``, so a run resumed with ``initial_epoch`` lines up.
+    ``keras.callbacks.TensorBoard`` and the hardware charts sit beside the loss curves.
+    Per-epoch values are logged with ``step=epoch``, so a run resumed with ``initial_epoch``
+    lines up. With ``update_freq`` set, the monitor also writes each window inside the epoch
+    as it ends, with ``step`` the optimizer steps completed (``model.optimizer.iterations``),
+    the x-axis of Keras's batch-level charts, continuing across epochs and resumed runs.
 
     Tags (units in the README):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
         ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
         ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+        Per window: the same under ``window/`` (``window/gpu0/utilization_percent/mean``,
+        ``window/host/samples``, ``window/seconds``, ``window/steps_per_second``, ...).
+
+    The run also gets a Custom Scalars layout listing only the sources and metrics it has,
+    written once the first window or epoch has shown them
+    (:mod:`tfthroughput.monitor.dashboard`).
 
     The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
     before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
@@ -67,6 +77,12 @@ class GPUMonitor(keras.callbacks.Callback):
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
+        update_freq: When to write windows inside an epoch, Keras's name for it: ``"epoch"``
+            (no windows), an int (every that many training steps; the window's end reads the
+            sources once, so it has a value even when shorter than ``interval``), or a
+            duration with its unit, ``"30s"``, ``"5min"``, ``"1h"`` (cut on the sampler thread
+            after the first sample past the duration, once a step has been taken; at least
+            ``interval``). The epoch's end ends the last window. Defaults to ``"epoch"``.
         metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
         batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
@@ -80,21 +96,26 @@ class GPUMonitor(keras.callbacks.Callback):
             ``"hardware"``.
         sources: Zero-argument callable returning the sources to sample, called at each
             ``on_train_begin``. Defaults to the host plus every visible GPU through NVML.
-        clock: Monotonic seconds, for the epoch's wall time. Defaults to ``time.monotonic``.
+        clock: Monotonic seconds, for the wall time of epochs and windows. Defaults to
+            ``time.monotonic``.
 
     Raises:
         TypeError, ValueError: For invalid arguments, naming the argument and value.
 
     Example:
-        >>> monitor = GPUMonitor(log_dir="logs/run1", interval=0.5, batch_size=64)
+        >>> monitor = GPUMonitor(log_dir="logs/run1", update_freq="30s", batch_size=64)
         >>> model.fit(dataset, epochs=3, callbacks=[monitor])  # doctest: +SKIP
     """
+
+    # Keras may run `on_train_batch_end` on its callback thread (see the module docstring).
+    async_safe = True
 
     def __init__(
         self,
         log_dir: str | os.PathLike = "logs",
         interval: float = 1.0,
         *,
+        update_freq: int | str = "epoch",
         metrics: Iterable[str] | None = None,
         statistics: Sequence[str] = LOGGED_STATISTICS,
         batch_size: int | None = None,
@@ -107,6 +128,13 @@ class GPUMonitor(keras.callbacks.Callback):
         if not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
         self.interval = validate_interval(interval)
+        self._update = parse_update_freq(update_freq)
+        if self._update.seconds is not None and self._update.seconds < self.interval:
+            raise ValueError(
+                "`update_freq` must be at least `interval`: a window ends after a sample. "
+                f"Received: update_freq={update_freq!r}, interval={interval!r}"
+            )
+        self.update_freq = update_freq
         self.metrics = validate_metric_names(metrics)
         self.statistics = _validate_statistics(statistics)
         check_positive_int("batch_size", batch_size, allow_none=True)
@@ -127,7 +155,8 @@ class GPUMonitor(keras.callbacks.Callback):
         self.run_name = run_name
         self._source_factory = sources
         self._clock = clock
-        self._training: _Training | None = None
+        self._training: LiveRun | None = None
+        self._iterations_at_epoch_start: int | None = None
         self._entered = False
 
     @property
@@ -150,13 +179,21 @@ class GPUMonitor(keras.callbacks.Callback):
                 stacklevel=2,
             )
         factory = self._source_factory or (lambda: default_sources(self.metrics))
-        training = _Training(writer)
+        training = LiveRun(
+            writer,
+            update=self._update,
+            statistics=self.statistics,
+            batch_size=self.batch_size,
+            clock=self._clock,
+            select=self._selected,
+        )
         try:
             training.sampler = Sampler(
                 factory(),
                 self.interval,
                 keep_running=None if fit_call is None else fit_call.is_running,
                 on_abandoned=functools.partial(self._abandon, training),
+                on_sample=training.sampled if self._update.seconds is not None else None,
             )
         except BaseException:
             writer.close()
@@ -168,26 +205,51 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        training.epoch = epoch
-        training.epoch_start = self._clock()
-        training.iterations_at_epoch_start = self._optimizer_iterations()
-        training.sampler.collect()  # drop samples taken between epochs
+        self._iterations_at_epoch_start = self._optimizer_iterations()
+        training.begin_epoch(epoch, self._iterations_at_epoch_start)
+
+    def on_train_batch_end(self, batch, logs=None):
+        training = self._training
+        if training is None or self._update.per_epoch:
+            return
+        steps = self.params.get("steps") if self.params else None
+        training.batch_end(batch, last_of_epoch=steps is not None and batch + 1 >= steps)
 
     def on_epoch_end(self, epoch, logs=None):
         training = self._training
         if training is None:
             return
-        stats = self._selected(training.sampler.collect(sample_now=True))
-        figures = epoch_figures(
-            self._clock() - training.epoch_start, self._steps_this_epoch(training), self.batch_size
-        )
-        training.writer.write(epoch, hardware_scalars(stats, self.statistics, figures))
-        training.epoch = None
+        steps = self._steps_this_epoch()
+        stats, seconds = training.end_epoch(epoch, steps)
+        figures = epoch_figures(seconds, steps, self.batch_size)
+        training.write_epoch(epoch, stats, figures)
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
 
     def on_train_end(self, logs=None):
         self._shutdown()
+
+    # Windows, for readers such as DipTrigger ----------------------------------------------
+
+    @property
+    def window_count(self) -> int:
+        """Windows ended so far in the ``fit`` in progress (one per epoch without
+        ``update_freq``); 0 outside ``fit``."""
+        training = self._training
+        return 0 if training is None else training.window_count
+
+    def windows_since(self, index: int) -> tuple[Window, ...]:
+        """The ``fit``'s windows from number ``index`` on (of the last 1000), oldest first.
+
+        Safe to call from any thread; cheap when nothing is new (compare
+        :attr:`window_count` first).
+
+        Example:
+            >>> GPUMonitor().windows_since(0)  # outside fit
+            ()
+        """
+        training = self._training
+        return () if training is None else training.windows_since(index)
 
     # Use outside fit -----------------------------------------------------------------------
 
@@ -219,7 +281,13 @@ class GPUMonitor(keras.callbacks.Callback):
         """A monitor with this one's settings and none of its live state or Keras binding."""
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
-        unstarted = {"_training": None, "_entered": False, "_model": None, "params": None}
+        unstarted = {
+            "_training": None,
+            "_entered": False,
+            "_model": None,
+            "params": None,
+            "_iterations_at_epoch_start": None,
+        }
         for name, value in vars(self).items():
             clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
         return clone
@@ -234,31 +302,22 @@ class GPUMonitor(keras.callbacks.Callback):
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 
-    def _steps_this_epoch(self, training: _Training) -> int | None:
+    def _steps_this_epoch(self) -> int | None:
         now = self._optimizer_iterations()
-        if now is not None and training.iterations_at_epoch_start is not None:
-            return now - training.iterations_at_epoch_start
+        if now is not None and self._iterations_at_epoch_start is not None:
+            return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _selected(self, stats: dict[SampleKey, MetricStats]) -> dict[SampleKey, MetricStats]:
+    def _selected(
+        self, stats: Mapping[SampleKey, MetricStats]
+    ) -> Mapping[SampleKey, MetricStats]:
         if self.metrics is None:
             return stats
         return {key: value for key, value in stats.items() if key.metric in self.metrics}
 
-    def _finish(self, training: _Training) -> None:
-        """Write the epoch cut short, if any, and close the writer; once per training."""
-        if training.finished:
-            return
-        training.finished = True
-        if training.epoch is not None:  # fit ended inside an epoch: keep what was sampled
-            stats = self._selected(training.sampler.collect())
-            training.writer.write(training.epoch, hardware_scalars(stats, self.statistics, {}))
-            training.epoch = None
-        training.writer.close()
-
-    def _abandon(self, training: _Training) -> None:
+    def _abandon(self, training: LiveRun) -> None:
         """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
-        self._finish(training)
+        training.finish()
         if self._training is training:
             self._training = None  # release the sampler and its sources with it
 
@@ -266,7 +325,7 @@ class GPUMonitor(keras.callbacks.Callback):
         training, self._training = self._training, None
         if training is not None:
             training.sampler.stop()  # joins the thread, so an abandon in progress ends first
-            self._finish(training)
+            training.finish()
 
 
 def _validate_statistics(statistics: object) -> tuple[str, ...]:

@@ -1,55 +1,123 @@
-"""A ready-made TensorBoard Custom Scalars layout for the monitor's tags.
+"""The TensorBoard Custom Scalars layout for the monitor's tags, made from what a run measures.
 
-TensorBoard's Scalars tab shows one chart per tag; the layout written here adds a "Custom
-Scalars" dashboard that puts every GPU on one chart per metric, next to throughput.
+TensorBoard's Scalars tab shows one chart per tag; the layout adds a "Custom Scalars" dashboard
+that puts every GPU on one chart per metric, next to throughput. It lists only the sources and
+metrics the run has (no GPU charts on a machine without one), so the monitor writes it once
+the first window or epoch has shown what exists, and again if more appears later.
+
+Its first row answers "is the accelerator busy, and how fast is training?": GPU utilization,
+SM activity where the GPUs report it, and examples/s (steps/s without ``batch_size``; host CPU
+when there is no GPU), per window when the monitor cuts windows, else per epoch.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
+
+from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS
+from tfthroughput.hardware.metrics import ALL_METRICS
+from tfthroughput.hardware.sampler import SampleKey
+
+_UNITS = {metric.name: metric.unit for metric in ALL_METRICS}
+_ORDER = {metric.name: position for position, metric in enumerate(ALL_METRICS)}
+_GPU_SOURCE = r"gpu\d+"
+_GLANCE_GPU_CHARTS = (("utilization_percent", "GPU utilization"), ("sm_activity_percent", "SM activity"))
+# Tag prefix of the per-window scalars (see tfthroughput.monitor.events).
+WINDOW_PREFIX = "window/"
 
 
-def hardware_layout() -> layout_pb2.Layout:
-    """The layout: GPU metrics (all GPUs per chart), host metrics, and epoch throughput."""
+def hardware_layout(
+    keys: Iterable[SampleKey],
+    *,
+    statistics: Sequence[str] = ("mean", "min", "max", "p95"),
+    examples: bool = False,
+    windows: bool = False,
+) -> layout_pb2.Layout:
+    """The layout for a run that measured ``keys``.
 
-    def chart(title: str, regex: str) -> layout_pb2.Chart:
-        return layout_pb2.Chart(
-            title=title, multiline=layout_pb2.MultilineChartContent(tag=[regex])
-        )
+    Args:
+        keys: The ``(source, metric)`` pairs the run has statistics for.
+        statistics: The statistics the monitor logs; charts show the mean and p95 among them.
+        examples: Whether ``examples_per_second`` is logged (the monitor was given
+            ``batch_size``).
+        windows: Whether the monitor writes windows inside epochs (``window/...`` tags, x-axis
+            the training step).
 
-    gpu = layout_pb2.Category(
-        title="tfthroughput: GPUs (mean and p95 per epoch)",
-        chart=[
-            chart(f"{metric.name} [{metric.unit}]", rf"^gpu\d+/{metric.name}/(mean|p95)$")
-            for metric in GPU_METRICS
-        ],
-    )
-    host = layout_pb2.Category(
-        title="tfthroughput: host (mean and p95 per epoch)",
-        chart=[
-            chart(f"{metric.name} [{metric.unit}]", rf"^host/{metric.name}/(mean|p95)$")
-            for metric in HOST_METRICS
-        ],
-    )
-    throughput = layout_pb2.Category(
-        title="tfthroughput: throughput per epoch",
-        chart=[
-            chart("steps per second", r"^epoch/steps_per_second$"),
-            chart("examples per second", r"^epoch/examples_per_second$"),
-            chart("epoch wall time [s]", r"^epoch/seconds$"),
-        ],
-    )
-    return layout_pb2.Layout(category=[throughput, gpu, host])
+    Returns:
+        Categories: "at a glance" first; then, with windows, GPUs and host per window; then
+        throughput, GPUs and host per epoch. A source family with no metric gets no category.
+    """
+    keys = sorted(set(keys), key=lambda key: (_ORDER.get(key.metric, len(_ORDER)), key))
+    shown = [name for name in ("mean", "p95") if name in statistics] or [statistics[0]]
+    first = "mean" if "mean" in statistics else statistics[0]
+    # Every GPU shares its charts; any other source has its own. Title -> (tag pattern, metrics).
+    families: dict[str, tuple[str, list[str]]] = {}
+    for key in keys:
+        gpu = re.fullmatch(_GPU_SOURCE, key.source) is not None
+        title, pattern = ("GPUs", _GPU_SOURCE) if gpu else (key.source, re.escape(key.source))
+        metrics = families.setdefault(title, (pattern, []))[1]
+        if key.metric not in metrics:
+            metrics.append(key.metric)
+    gpu_metrics = families.get("GPUs", ("", []))[1]
+    host_metrics = families.get("host", ("", []))[1]
+
+    prefix = WINDOW_PREFIX if windows else ""
+    per = "per window, x: training step" if windows else "per epoch"
+    figures = "window" if windows else "epoch"
+    glance = []
+    for metric, title in _GLANCE_GPU_CHARTS:
+        if metric in gpu_metrics:
+            glance.append(_chart(f"{title} [%]", rf"^{prefix}gpu\d+/{metric}/{first}$"))
+    if examples:
+        glance.append(_chart("examples per second", rf"^{figures}/examples_per_second$"))
+    else:
+        glance.append(_chart("steps per second", rf"^{figures}/steps_per_second$"))
+    if not gpu_metrics and "cpu_percent" in host_metrics:
+        glance.append(_chart("host CPU [%]", rf"^{prefix}host/cpu_percent/{first}$"))
+    categories = [_category(f"tfthroughput: at a glance ({per})", glance)]
+
+    def per_source(prefix: str, per: str) -> list[layout_pb2.Category]:
+        stats = "|".join(shown)
+        return [
+            _category(
+                f"tfthroughput: {title} ({' and '.join(shown)}, {per})",
+                [
+                    _chart(_titled(metric), rf"^{prefix}{pattern}/{metric}/({stats})$")
+                    for metric in metrics
+                ],
+            )
+            for title, (pattern, metrics) in families.items()
+        ]
+
+    if windows:
+        categories += per_source(WINDOW_PREFIX, per)
+    throughput = [_chart("steps per second", r"^epoch/steps_per_second$")]
+    if examples:
+        throughput.append(_chart("examples per second", r"^epoch/examples_per_second$"))
+    throughput.append(_chart("epoch wall time [s]", r"^epoch/seconds$"))
+    categories.append(_category("tfthroughput: throughput per epoch", throughput))
+    categories += per_source("", "per epoch")
+    return layout_pb2.Layout(category=categories)
 
 
-def write_layout(writer) -> None:
-    """Write the layout through a ``tf.summary`` writer (once per run is enough)."""
-    import tensorflow as tf
+def layout_summary(layout: layout_pb2.Layout) -> summary_pb2.Summary:
+    """The layout as the summary TensorBoard's Custom Scalars plugin reads (no TensorFlow)."""
     from tensorboard.plugins.custom_scalar import summary as custom_scalar_summary
 
-    with writer.as_default():
-        tf.summary.experimental.write_raw_pb(
-            custom_scalar_summary.pb(hardware_layout()).SerializeToString(), step=0
-        )
+    return custom_scalar_summary.pb(layout)
+
+
+def _titled(metric: str) -> str:
+    unit = _UNITS.get(metric)
+    return f"{metric} [{unit}]" if unit else metric
+
+
+def _chart(title: str, regex: str) -> layout_pb2.Chart:
+    return layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=[regex]))
+
+
+def _category(title: str, charts: list[layout_pb2.Chart]) -> layout_pb2.Category:
+    return layout_pb2.Category(title=title, chart=charts)

@@ -20,9 +20,10 @@ from tensorboard.plugins.scalar.summary import scalar_pb
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats
-from tfthroughput.monitor.dashboard import write_layout
+from tfthroughput.monitor.dashboard import WINDOW_PREFIX, layout_summary
 
-# Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`.
+# Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`; the same figures of
+# a window inside an epoch are `window/<name>`.
 EPOCH_FIGURES = ("seconds", "steps_per_second", "examples_per_second")
 
 
@@ -70,6 +71,27 @@ def hardware_scalars(
     return scalars
 
 
+def window_scalars(
+    stats: Mapping[SampleKey, MetricStats],
+    statistics: Sequence[str],
+    figures: Mapping[str, float],
+) -> dict[str, float]:
+    """The scalars of one window inside an epoch: the epoch's tags under ``window/``.
+
+    ``window/<source>/<metric>/<statistic>``, ``window/<source>/samples`` and
+    ``window/<figure>`` (``window/seconds``, ``window/steps_per_second``, ...). A prefix of their
+    own keeps them apart from the per-epoch tags, whose x-axis is the epoch, and groups them in
+    TensorBoard's Scalars tab, where their x-axis is the training step as for Keras's
+    ``batch_*`` tags.
+    """
+    scalars = {
+        f"{WINDOW_PREFIX}{tag}": value
+        for tag, value in hardware_scalars(stats, statistics, {}).items()
+    }
+    scalars.update({f"{WINDOW_PREFIX}{name}": value for name, value in figures.items()})
+    return scalars
+
+
 def logs_entries(
     stats: Mapping[SampleKey, MetricStats], figures: Mapping[str, float]
 ) -> dict[str, float]:
@@ -86,7 +108,7 @@ def logs_entries(
 
 
 class EventWriter:
-    """The event file of the hardware run, with the Custom Scalars layout already in it.
+    """The event file of the hardware run.
 
     Opened in ``on_train_begin`` (so an unwritable folder fails before the first epoch);
     written from the training thread, and once from the sampler thread when ``fit`` is left
@@ -114,25 +136,34 @@ class EventWriter:
         self.run_dir = run_dir
         self._lock = threading.Lock()
         self._writer = tf.summary.create_file_writer(run_dir)
-        write_layout(self._writer)
 
-    def write(self, step: int, scalars: Mapping[str, float]) -> None:
-        """Write every scalar at ``step`` as one raw summary, then flush."""
+    def write(self, step: int, scalars: Mapping[str, float], *, what: str = "epoch") -> None:
+        """Write every scalar at ``step`` as one raw summary, then flush.
+
+        ``what`` names the step in a warning: ``"epoch"`` or ``"the window at step"``.
+        """
+        # One summary holding every scalar: one write op instead of one per tag
+        # (about 8x cheaper at the end of each epoch than tf.summary.scalar per tag).
+        summary = summary_pb2.Summary()
+        for tag, value in scalars.items():
+            summary.value.extend(scalar_pb(tag, value).value)
+        self._write_summary(step, summary, f"{what} {step}")
+
+    def write_layout(self, layout) -> None:
+        """Write the Custom Scalars layout (TensorBoard shows the latest one written)."""
+        self._write_summary(0, layout_summary(layout), "the Custom Scalars layout")
+
+    def _write_summary(self, step: int, summary: summary_pb2.Summary, what: str) -> None:
         with self._lock:
             if self._writer is None:
                 return
             try:
-                # One summary holding every scalar: one write op instead of one per tag
-                # (about 8x cheaper at the end of each epoch than tf.summary.scalar per tag).
-                summary = summary_pb2.Summary()
-                for tag, value in scalars.items():
-                    summary.value.extend(scalar_pb(tag, value).value)
                 with self._writer.as_default():
                     tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
                 self._writer.flush()
             except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
                 warnings.warn(
-                    f"GPUMonitor could not write epoch {step} to {self.run_dir!r}: {error!r}",
+                    f"GPUMonitor could not write {what} to {self.run_dir!r}: {error!r}",
                     MonitoringWarning,
                     stacklevel=3,
                 )

@@ -4,25 +4,40 @@ Keras 3 no longer wraps its training steps in the profiler's step markers (a roo
 named ``train`` with ``step_num``), so a trace taken with ``keras.callbacks.TensorBoard(
 profile_batch=...)`` leaves TensorBoard's Profile tab without a step time: the overview says
 "No step marker observed" and the input-pipeline analyzer cannot attribute anything to input.
-This callback captures the steps it is given and marks each one as tf.keras 2 did.
+This callback captures the steps it is given and marks each one as tf.keras 2 did; given a
+:class:`~tfthroughput.monitor.dip.DipTrigger`, it also captures steps when the GPU starves.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import numbers
 import os
 import warnings
+from dataclasses import dataclass
 
 import keras
 import tensorflow as tf
 
 from tfthroughput._validation import check_folder_name, check_writable_folder
 from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor.dip import DipTrigger
+
+# Text tag of the entry written after each capture on a dip, in the run that holds the trace.
+CAPTURE_TAG = "profile/capture"
+DEFAULT_STEPS = (10, 20)
 
 # Since tensorboard-plugin-profile 2.20 the TensorBoard plugin lives in `xprof` (the old name is
 # a pass-through); older releases ship it in `tensorboard_plugin_profile` itself.
 PROFILE_PLUGIN_MODULES = ("xprof", "tensorboard_plugin_profile")
+
+
+@dataclass(frozen=True)
+class _Capture:
+    start: int
+    stop: int
+    reason: str | None  # why a dip capture was taken; None for the `steps` window
 
 
 def profile_plugin_available() -> bool:
@@ -53,6 +68,13 @@ class ProfileSteps(keras.callbacks.Callback):
     are captured (it cannot tell that they are complete), so capture one more on each side if
     every step of a window matters.
 
+    **On a dip**: with ``on_dip=DipTrigger(monitor, ...)``, it also captures the trigger's
+    ``steps`` steps from the next step on each time the trigger fires (a run of low windows in
+    the monitor, at most once per cooldown, never in the warm-up epochs), and then writes a
+    text entry ``profile/capture`` into the same run saying which steps were captured, into
+    which trace folder, and why. It polls the trigger before each step: one integer compared
+    until a window ends.
+
     Profiling faults never stop training: a profiler that cannot start (another one is
     running) or save is reported as a ``MonitoringWarning``. If ``fit`` raises inside the
     window (Keras then calls no callback hook), the trace is saved when this callback's next
@@ -61,9 +83,12 @@ class ProfileSteps(keras.callbacks.Callback):
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         steps: ``(start, stop)``: the first and last step to capture, ``0 < start <= stop``.
-            Defaults to ``(10, 20)``, after the first steps' tracing and warm-up.
+            Defaults to ``(10, 20)``, after the first steps' tracing and warm-up; with
+            ``on_dip``, to no fixed window.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run) that holds the trace.
             Defaults to ``"train"``.
+        on_dip: A :class:`~tfthroughput.DipTrigger`: also capture when it fires. Defaults to
+            None.
 
     Raises:
         ImportError: If ``tensorboard-plugin-profile`` is not installed (without it TensorBoard
@@ -74,14 +99,17 @@ class ProfileSteps(keras.callbacks.Callback):
         >>> profile = ProfileSteps("logs/run1", steps=(10, 14))
         >>> model.fit(dataset, epochs=2, callbacks=[profile])  # doctest: +SKIP
         >>> # tensorboard --logdir logs/run1, then the Profile tab
+        >>> monitor = GPUMonitor("logs/run1", update_freq="30s")  # doctest: +SKIP
+        >>> on_dip = ProfileSteps("logs/run1", on_dip=DipTrigger(monitor))  # doctest: +SKIP
     """
 
     def __init__(
         self,
         log_dir: str | os.PathLike = "logs",
-        steps: tuple[int, int] = (10, 20),
+        steps: tuple[int, int] | None = None,
         *,
         run_name: str = "train",
+        on_dip: DipTrigger | None = None,
     ) -> None:
         super().__init__()
         if not profile_plugin_available():
@@ -91,7 +119,12 @@ class ProfileSteps(keras.callbacks.Callback):
             )
         if not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
-        self.steps = _validate_steps(steps)
+        if on_dip is not None and not isinstance(on_dip, DipTrigger):
+            raise TypeError(f"`on_dip` must be a DipTrigger or None. Received: on_dip={on_dip!r}")
+        if steps is None:
+            steps = None if on_dip is not None else DEFAULT_STEPS
+        self.steps = None if steps is None else _validate_steps(steps)
+        self.on_dip = on_dip
         check_folder_name("run_name", run_name)
         self.log_dir = os.fspath(log_dir)
         self.run_name = run_name
@@ -115,27 +148,31 @@ class ProfileSteps(keras.callbacks.Callback):
         self._reset()
         first = self._optimizer_step() + 1
         self._first_step = self._epoch_first_step = first
-        self._finished = first > self.steps[1]
-        if not self._finished:
+        self._fixed_done = self.steps is None or first > self.steps[1]
+        if self.on_dip is not None:
+            self.on_dip.begin_fit()
+        if not self._idle():
             check_writable_folder(
                 self.run_dir, name="log_dir", value=self.log_dir, owner="ProfileSteps"
             )
 
     def on_epoch_begin(self, epoch, logs=None):
-        if not self._finished:
+        if self.on_dip is not None:
+            self.on_dip.begin_epoch(epoch)
+        if not self._idle():
             self._epoch_first_step = self._optimizer_step() + 1
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._finished:
+        if self._idle():
             return
         step = self._epoch_first_step + batch
-        if step + self._steps_per_execution() - 1 < self.steps[0]:
-            return
         if self._profiling:
             step = self._end_step_marker()
-        elif not self._start_profiler():
-            return
-        if step > self.steps[1]:
+        else:
+            capture = self._next_capture(step)
+            if capture is None or not self._start_profiler(capture):
+                return
+        if step > self._capture.stop:
             self._stop_profiler()
             return
         self._marker = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
@@ -150,7 +187,7 @@ class ProfileSteps(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._stop_profiler()
-        if not self._ever_captured and not self._warned:
+        if self.steps is not None and not self._ever_captured and not self._warned:
             last = self._optimizer_step()
             warnings.warn(
                 f"ProfileSteps captured no trace: this fit ran steps {self._first_step} to "
@@ -164,11 +201,25 @@ class ProfileSteps(keras.callbacks.Callback):
 
     def _reset(self) -> None:
         self._profiling = False
-        self._finished = False
+        self._fixed_done = False
+        self._capture: _Capture | None = None
         self._marker = None
         self._warned = False
         self._traced: list[int] = []
         self._first_step = self._epoch_first_step = 1
+
+    def _idle(self) -> bool:
+        """Nothing left to capture in this fit: the `steps` window is past and no trigger."""
+        return self._fixed_done and self.on_dip is None
+
+    def _next_capture(self, step: int) -> _Capture | None:
+        if not self._fixed_done and step + self._steps_per_execution() - 1 >= self.steps[0]:
+            return _Capture(self.steps[0], self.steps[1], None)
+        if self.on_dip is not None:
+            reason = self.on_dip.poll()
+            if reason is not None:
+                return _Capture(step, step + self.on_dip.steps - 1, reason)
+        return None
 
     def _optimizer_step(self) -> int:
         """Optimizer steps taken so far (reading it waits for the last dispatched step)."""
@@ -177,20 +228,23 @@ class ProfileSteps(keras.callbacks.Callback):
     def _steps_per_execution(self) -> int:
         return int(getattr(self.model, "steps_per_execution", 1) or 1)
 
-    def _start_profiler(self) -> bool:
+    def _start_profiler(self, capture: _Capture) -> bool:
         try:
             tf.profiler.experimental.start(self.run_dir)
         except Exception as error:  # noqa: BLE001 - profiling must not stop training
-            self._finished = self._warned = True
+            self._warned = True
+            self._fixed_done = self._fixed_done or capture.reason is None
             warnings.warn(
-                f"ProfileSteps could not start the profiler ({error}); steps {self.steps[0]} "
-                f"to {self.steps[1]} are not traced. Is another profiler running (e.g. "
+                f"ProfileSteps could not start the profiler ({error}); steps {capture.start} "
+                f"to {capture.stop} are not traced. Is another profiler running (e.g. "
                 "keras.callbacks.TensorBoard with profile_batch)?",
                 MonitoringWarning,
                 stacklevel=3,
             )
             return False
         self._profiling = True
+        self._capture = capture
+        self._capture_first_marker = len(self._traced)
         return True
 
     def _end_step_marker(self) -> int:
@@ -208,7 +262,8 @@ class ProfileSteps(keras.callbacks.Callback):
             return
         self._end_step_marker()
         self._profiling = False
-        self._finished = True
+        capture, self._capture = self._capture, None
+        self._fixed_done = self._fixed_done or capture.reason is None
         try:
             tf.profiler.experimental.stop()
         except Exception as error:  # noqa: BLE001 - profiling must not stop training
@@ -219,7 +274,29 @@ class ProfileSteps(keras.callbacks.Callback):
                 stacklevel=3,
             )
             return
-        self._ever_captured = self._ever_captured or bool(self._traced)
+        traced = self._traced[self._capture_first_marker :]
+        if capture.reason is None:
+            self._ever_captured = self._ever_captured or bool(traced)
+        elif traced:
+            last = traced[-1] + self._steps_per_execution() - 1
+            self._write_capture_note(traced[0], last, capture.reason)
+
+    def _write_capture_note(self, first: int, last: int, reason: str) -> None:
+        """The text entry saying which steps a dip capture holds and why."""
+        traces = sorted(glob.glob(os.path.join(self.run_dir, "plugins", "profile", "*")))
+        where = f" (trace `{os.path.basename(traces[-1])}` in the Profile tab)" if traces else ""
+        text = f"Captured steps {first} to {last}{where}: {reason}."
+        try:
+            writer = tf.summary.create_file_writer(self.run_dir)
+            with writer.as_default():
+                tf.summary.text(CAPTURE_TAG, text, step=first)
+            writer.close()
+        except Exception as error:  # noqa: BLE001 - profiling must not stop training
+            warnings.warn(
+                f"ProfileSteps could not write its capture note to {self.run_dir!r}: {error!r}",
+                MonitoringWarning,
+                stacklevel=3,
+            )
 
 
 def _validate_steps(steps: object) -> tuple[int, int]:

@@ -1,0 +1,183 @@
+"""One monitored ``fit`` while it runs: its sampler, its writer and the epoch's windows.
+
+:class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends. It
+is reached from several threads: the training thread (epoch hooks), Keras's callback thread
+(the batch hook, on backends that dispatch callbacks asynchronously), and the sampler thread
+(windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
+lock orders the cuts; the sampler thread takes it only from its ``on_sample`` hook, which the
+sampler calls holding none of its own locks, so the two cannot wait on each other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from tfthroughput.hardware.sampler import SampleKey, Sampler
+from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.events import (
+    EventWriter,
+    epoch_figures,
+    hardware_scalars,
+    window_scalars,
+)
+from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
+
+# Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
+RECENT_WINDOWS = 1000
+
+Stats = Mapping[SampleKey, MetricStats]
+
+
+class LiveRun:
+    """Everything live during one ``fit``.
+
+    Args:
+        writer: The run's event writer.
+        update: When windows end.
+        statistics: The statistics to log.
+        batch_size: Examples per step, or None.
+        clock: Monotonic seconds.
+        select: Keeps the statistics of the metrics the monitor was asked for.
+    """
+
+    def __init__(
+        self,
+        writer: EventWriter,
+        *,
+        update: UpdateFrequency,
+        statistics: Sequence[str],
+        batch_size: int | None,
+        clock: Callable[[], float],
+        select: Callable[[Stats], Stats],
+    ) -> None:
+        self.writer = writer
+        self.sampler: Sampler  # set by the monitor right after, as it calls back into this
+        self.update = update
+        self._statistics = statistics
+        self._batch_size = batch_size
+        self._clock = clock
+        self._select = select
+        self._lock = threading.Lock()
+        self.windows: EpochWindows | None = None  # the epoch in progress, if any
+        self.last_step = 0  # optimizer steps completed, as the batch hook last saw
+        self.recent: tuple[Window, ...] = ()  # replaced whole, so readers need no lock
+        self.window_count = 0
+        self._layout_keys: frozenset[SampleKey] | None = None  # what the written layout shows
+        self.finished = False
+
+    def begin_epoch(self, epoch: int, first_step: int | None) -> None:
+        """Start an epoch; ``first_step`` is the optimizer's step count, if it could be read."""
+        with self._lock:
+            self.sampler.collect()  # drop samples taken between epochs
+            if first_step is not None:
+                self.last_step = first_step
+            self.windows = EpochWindows(epoch, self._clock(), self.last_step, self.window_count)
+
+    def batch_end(self, batch: int, last_of_epoch: bool) -> None:
+        """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
+        windows = self.windows
+        if windows is None:
+            return
+        step = windows.first_step + batch + 1
+        if step > self.last_step:  # hooks on Keras's callback thread may arrive out of order
+            self.last_step = step
+        every = self.update.batches
+        # The epoch's last step is left to the epoch's end, which ends that window anyway.
+        if every is not None and not last_of_epoch and step - windows.window_first_step >= every:
+            self._cut(sample_now=True)
+
+    def sampled(self) -> None:
+        """The sampler thread's hook after each sample: end the window if its time is up."""
+        windows = self.windows
+        seconds = self.update.seconds
+        if windows is not None and seconds is not None:
+            if self._clock() - windows.window_start >= seconds:
+                self._cut(sample_now=False)
+
+    def end_epoch(self, epoch: int, steps: int | None) -> tuple[Stats, float | None]:
+        """End the epoch in progress; ``steps`` is how many it took, if known.
+
+        Returns:
+            The statistics of all its samples, and its wall seconds (None if it was never
+            begun: hooks driven by hand without ``on_epoch_begin``).
+        """
+        with self._lock:
+            windows, self.windows = self.windows, None
+            stats = self._select(self.sampler.collect(sample_now=True))
+            now = self._clock()
+            begun = windows is not None
+            if windows is None:
+                windows = EpochWindows(epoch, now, self.last_step, self.window_count)
+            step = max(self.last_step, windows.first_step + (steps or 0))
+            self.last_step = step
+            self._publish(windows.cut(stats, now, step))
+            epoch_stats = windows.epoch_stats()
+            self._show_in_layout(epoch_stats, force=True)
+        return epoch_stats, (now - windows.start if begun else None)
+
+    def write_epoch(self, epoch: int, stats: Stats, figures: Mapping[str, float]) -> None:
+        self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
+
+    def finish(self) -> None:
+        """Write the epoch cut short, if any, and close the writer; once per ``fit``."""
+        if self.finished:
+            return
+        self.finished = True
+        with self._lock:
+            windows, self.windows = self.windows, None
+            if windows is not None:  # fit ended inside an epoch: keep what was sampled
+                stats = self._select(self.sampler.collect())
+                self._publish(windows.cut(stats, self._clock(), self.last_step))
+                self.write_epoch(windows.epoch, windows.epoch_stats(), {})
+        self.writer.close()
+
+    def windows_since(self, index: int) -> tuple[Window, ...]:
+        return tuple(window for window in self.recent if window.index >= index)
+
+    # Internals -----------------------------------------------------------------------------
+
+    def _cut(self, *, sample_now: bool) -> None:
+        with self._lock:
+            windows = self.windows
+            if windows is None or not self._due(windows):
+                return  # the epoch ended meanwhile, or another thread cut this window
+            stats = self._select(self.sampler.collect(sample_now=sample_now))
+            self._publish(windows.cut(stats, self._clock(), self.last_step))
+
+    def _due(self, windows: EpochWindows) -> bool:
+        steps = self.last_step - windows.window_first_step
+        if self.update.batches is not None:
+            return steps >= self.update.batches
+        return steps > 0 and self._clock() - windows.window_start >= self.update.seconds
+
+    def _publish(self, window: Window | None) -> None:
+        """Make a window visible: to readers always, in TensorBoard when windows are asked for."""
+        if window is None:
+            return
+        self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window)
+        self.window_count = window.index + 1
+        if self.update.per_epoch:
+            return  # the epoch's own tags say it all
+        figures = epoch_figures(window.seconds, window.steps, self._batch_size)
+        scalars = window_scalars(window.stats, self._statistics, figures)
+        self.writer.write(window.step, scalars, what="the window at step")
+        self._show_in_layout(window.stats)
+
+    def _show_in_layout(self, stats: Stats, force: bool = False) -> None:
+        """Write the Custom Scalars layout when the run shows a source or metric not in it."""
+        written = self._layout_keys
+        keys = (written or frozenset()) | frozenset(stats)
+        if keys == written:
+            return
+        if written is None and not keys and not force:
+            return  # a window without samples says nothing yet; an epoch's end writes anyway
+        self._layout_keys = keys
+        layout = hardware_layout(
+            keys,
+            statistics=self._statistics,
+            examples=self._batch_size is not None,
+            windows=not self.update.per_epoch,
+        )
+        self.writer.write_layout(layout)

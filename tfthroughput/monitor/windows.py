@@ -1,0 +1,158 @@
+"""Windows inside an epoch: the ``update_freq`` setting and the bookkeeping of an epoch's windows.
+
+A window is what the sampler measured between two cuts, with the training steps taken in it.
+The monitor cuts windows on the sampler thread (every ``update_freq`` seconds) or in its batch
+hook (every ``update_freq`` steps), and always at the epoch's end; the epoch's statistics are
+those of all its windows' samples together, so cutting windows changes no epoch-level value.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tfthroughput._validation import parse_duration
+from tfthroughput.hardware.sampler import SampleKey
+from tfthroughput.hardware.stats import MetricStats, merge
+
+PER_EPOCH = "epoch"
+
+
+@dataclass(frozen=True)
+class UpdateFrequency:
+    """When windows end: once per epoch, every ``batches`` steps, or every ``seconds``.
+
+    Attributes:
+        batches: Optimizer steps per window, or None.
+        seconds: Wall time per window, or None. Neither set: one window per epoch.
+    """
+
+    batches: int | None = None
+    seconds: float | None = None
+
+    @property
+    def per_epoch(self) -> bool:
+        return self.batches is None and self.seconds is None
+
+
+def parse_update_freq(value: object) -> UpdateFrequency:
+    """Read an ``update_freq`` argument, with Keras's meaning of the name.
+
+    Args:
+        value: ``"epoch"``; a positive int, a number of training steps (batches); or a
+            duration with its unit as a string: ``"30s"``, ``"5min"``, ``"1h"``.
+
+    Returns:
+        The frequency.
+
+    Raises:
+        TypeError, ValueError: For anything else, naming the argument and the value.
+
+    Example:
+        >>> parse_update_freq("30s")
+        UpdateFrequency(batches=None, seconds=30.0)
+    """
+    expected = (
+        '`update_freq` must be "epoch", a positive int (training steps per window) or a '
+        'duration with its unit ("30s", "5min", "1h")'
+    )
+    if value == PER_EPOCH:
+        return UpdateFrequency()
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"{expected}. Received: update_freq={value!r}")
+        return UpdateFrequency(batches=int(value))
+    if isinstance(value, str):
+        try:
+            return UpdateFrequency(seconds=parse_duration("update_freq", value))
+        except ValueError:
+            raise ValueError(f"{expected}. Received: update_freq={value!r}") from None
+    raise TypeError(f"{expected}. Received: update_freq={value!r}")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of a ``fit``, as the monitor wrote it.
+
+    Attributes:
+        index: Its position among the windows of the ``fit``, from 0.
+        epoch: The epoch it belongs to.
+        step: Optimizer steps completed when it ended (``model.optimizer.iterations``): the
+            x-axis of its TensorBoard points, continuing across epochs and resumed runs.
+        steps: Optimizer steps taken in it (at least 1).
+        seconds: Its wall time.
+        stats: Statistics of the samples taken in it, per ``(source, metric)``.
+    """
+
+    index: int
+    epoch: int
+    step: int
+    steps: int
+    seconds: float
+    stats: Mapping[SampleKey, MetricStats]
+
+    @property
+    def steps_per_second(self) -> float | None:
+        return self.steps / self.seconds if self.seconds > 0 else None
+
+
+class EpochWindows:
+    """The windows of the epoch in progress. Not thread-safe: the monitor holds its lock.
+
+    Args:
+        epoch: The epoch.
+        start: When it began, on the monitor's clock.
+        first_step: Optimizer steps completed when it began.
+        first_index: The index its first window gets.
+    """
+
+    def __init__(self, epoch: int, start: float, first_step: int, first_index: int) -> None:
+        self.epoch = epoch
+        self.start = start
+        self.first_step = first_step
+        self.window_start = start
+        self.window_first_step = first_step
+        self.next_index = first_index
+        self._parts: list[Mapping[SampleKey, MetricStats]] = []
+
+    def cut(
+        self, stats: Mapping[SampleKey, MetricStats], now: float, step: int
+    ) -> Window | None:
+        """End the open window at ``now``, after ``step`` steps, and open the next one.
+
+        Args:
+            stats: What the sampler collected since the previous cut.
+            now: The monitor's clock.
+            step: Optimizer steps completed now.
+
+        Returns:
+            The window, or None if no step was taken in it (the time after an epoch's last
+            step, when the previous window ended right there): its samples still count in
+            :meth:`epoch_stats`.
+        """
+        self._parts.append(stats)
+        steps = step - self.window_first_step
+        if steps <= 0:
+            return None
+        window = Window(
+            index=self.next_index,
+            epoch=self.epoch,
+            step=step,
+            steps=steps,
+            seconds=now - self.window_start,
+            stats=stats,
+        )
+        self.window_start, self.window_first_step = now, step
+        self.next_index += 1
+        return window
+
+    def epoch_stats(self) -> dict[SampleKey, MetricStats]:
+        """Statistics of every sample of the epoch's windows together."""
+        if len(self._parts) == 1:
+            return dict(self._parts[0])
+        by_key: dict[SampleKey, list[MetricStats]] = {}
+        for part in self._parts:
+            for key, stats in part.items():
+                by_key.setdefault(key, []).append(stats)
+        return {key: merge(parts) for key, parts in sorted(by_key.items())}
