@@ -1,8 +1,9 @@
-"""The monitor's runs and the ready layout, as a real TensorBoard server serves them."""
+"""The Custom Scalars layout made from what a run measured, as a real TensorBoard serves it."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -14,20 +15,77 @@ import keras
 import numpy as np
 import pytest
 from fakes import FakeSource
+from monitored_runs import DIAGNOSIS
 
 from tfthroughput import GPUMonitor
-from tfthroughput.hardware.metrics import GPU_METRICS
+from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.monitor.dashboard import hardware_layout
 
 
-def test_layout_has_a_chart_per_gpu_metric_matching_every_gpu():
-    layout = hardware_layout()
-    titles = [category.title for category in layout.category]
-    assert titles[0] == "tfthroughput: throughput per epoch"
-    gpu_charts = layout.category[1].chart
-    assert len(gpu_charts) == len(GPU_METRICS)
-    regex = gpu_charts[0].multiline.tag[0]
-    assert regex == r"^gpu\d+/utilization_percent/(mean|p95)$"
+def _titles(category) -> list[str]:
+    return [chart.title for chart in category.chart]
+
+
+def _regexes(layout) -> list[str]:
+    return [
+        regex
+        for category in layout.category
+        for chart in category.chart
+        for regex in chart.multiline.tag
+    ]
+
+
+def test_a_cpu_only_run_gets_no_gpu_chart():
+    keys = [SampleKey("host", "cpu_percent"), SampleKey("host", "ram_used_percent")]
+    layout = hardware_layout(keys)
+    assert [category.title for category in layout.category] == [
+        "tfthroughput: at a glance (per epoch)",
+        "tfthroughput: throughput per epoch",
+        "tfthroughput: host (mean and p95, per epoch)",
+    ]
+    assert _titles(layout.category[0]) == ["steps per second", "host CPU [%]"]
+    assert _titles(layout.category[2]) == ["cpu_percent [%]", "ram_used_percent [%]"]
+    assert not [regex for regex in _regexes(layout) if "gpu" in regex]
+
+
+def test_gpu_utilization_sm_activity_and_examples_lead_and_only_measured_metrics_follow():
+    keys = [
+        SampleKey("gpu0", "power_watts"),
+        SampleKey("gpu0", "utilization_percent"),
+        SampleKey("gpu1", "utilization_percent"),
+        SampleKey("gpu1", "sm_activity_percent"),  # GPM on one GPU is enough for the chart
+        SampleKey("host", "cpu_percent"),
+    ]
+    layout = hardware_layout(keys, examples=True, windows=True)
+    assert [category.title for category in layout.category] == [
+        "tfthroughput: at a glance (per window, x: training step)",
+        "tfthroughput: GPUs (mean and p95, per window, x: training step)",
+        "tfthroughput: host (mean and p95, per window, x: training step)",
+        "tfthroughput: throughput per epoch",
+        "tfthroughput: GPUs (mean and p95, per epoch)",
+        "tfthroughput: host (mean and p95, per epoch)",
+    ]
+    glance = layout.category[0]
+    assert _titles(glance) == ["GPU utilization [%]", "SM activity [%]", "examples per second"]
+    assert [chart.multiline.tag[0] for chart in glance.chart] == [
+        r"^window/gpu\d+/utilization_percent/mean$",
+        r"^window/gpu\d+/sm_activity_percent/mean$",
+        r"^window/examples_per_second$",
+    ]
+    assert _titles(layout.category[4]) == [
+        "utilization_percent [%]",
+        "power_watts [W]",
+        "sm_activity_percent [%]",
+    ]
+    assert layout.category[4].chart[0].multiline.tag[0] == (
+        r"^gpu\d+/utilization_percent/(mean|p95)$"
+    )
+
+
+def test_charts_show_only_logged_statistics():
+    layout = hardware_layout([SampleKey("gpu0", "utilization_percent")], statistics=("max",))
+    assert layout.category[0].chart[0].multiline.tag[0] == r"^gpu\d+/utilization_percent/max$"
+    assert layout.category[-1].title == "tfthroughput: GPUs (max, per epoch)"
 
 
 def _free_port() -> int:
@@ -69,37 +127,39 @@ def tensorboard_server(tmp_path):
         process.wait(timeout=30)
 
 
-def test_tensorboard_serves_hardware_charts_beside_the_loss(tmp_path, tensorboard_server):
+def _wait_for(server: str, path: str, ready, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = _get_json(server, path)
+            if ready(found):
+                return found
+        except OSError:
+            pass  # server still starting
+        if time.monotonic() > deadline:
+            raise AssertionError(f"TensorBoard never served what was expected at {path}")
+        time.sleep(0.5)
+
+
+def _fit(log_dir, sources, **monitor_kwargs) -> None:
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     x = np.ones((16, 2), "float32")
-    monitor = GPUMonitor(
-        tmp_path,
-        interval=0.05,
-        sources=lambda: [FakeSource("gpu0", {"utilization_percent": 42.0})],
-    )
-    model.fit(
-        x,
-        x[:, :1],
-        batch_size=4,
-        epochs=2,
-        verbose=0,
-        callbacks=[keras.callbacks.TensorBoard(str(tmp_path)), monitor],
-    )
+    monitor = GPUMonitor(log_dir, interval=0.05, sources=sources, **monitor_kwargs)
+    board = keras.callbacks.TensorBoard(str(log_dir))
+    model.fit(x, x[:, :1], batch_size=4, epochs=2, verbose=0, callbacks=[board, monitor])
 
-    tags = {}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            tags = _get_json(tensorboard_server, "/data/plugin/scalars/tags")
-            if "gpu0/utilization_percent/mean" in tags.get("hardware", {}) and "train" in tags:
-                break
-        except OSError:
-            pass  # server still starting
-        time.sleep(0.5)
+
+def test_tensorboard_serves_gpu_charts_beside_the_loss(tmp_path, tensorboard_server):
+    gpu = {"utilization_percent": 42.0, "sm_activity_percent": 30.0}
+    _fit(tmp_path, lambda: [FakeSource("gpu0", gpu)], batch_size=4, update_freq=2)
+
+    tags = _wait_for(
+        tensorboard_server,
+        "/data/plugin/scalars/tags",
+        lambda tags: "epoch/seconds" in tags.get("hardware", {}) and "train" in tags,
+    )
     assert "epoch_loss" in tags["train"]
-    assert "gpu0/utilization_percent/mean" in tags["hardware"]
-
     points = _get_json(
         tensorboard_server,
         "/data/plugin/scalars/scalars",
@@ -107,8 +167,63 @@ def test_tensorboard_serves_hardware_charts_beside_the_loss(tmp_path, tensorboar
         tag="gpu0/utilization_percent/mean",
     )
     assert [(step, value) for _, step, value in points] == [(0, 42.0), (1, 42.0)]
+    points = _get_json(
+        tensorboard_server,
+        "/data/plugin/scalars/scalars",
+        run="hardware",
+        tag="window/gpu0/sm_activity_percent/mean",
+    )
+    assert [(step, value) for _, step, value in points] == [
+        (2, 30.0),
+        (4, 30.0),
+        (6, 30.0),
+        (8, 30.0),
+    ]
 
     layout = _get_json(tensorboard_server, "/data/plugin/custom_scalars/layout")
-    assert [category["title"] for category in layout["category"]] == [
-        category.title for category in hardware_layout().category
+    glance = layout["category"][0]
+    assert glance["title"] == "tfthroughput: at a glance (per window, x: training step)"
+    assert [chart["title"] for chart in glance["chart"]] == [
+        "GPU utilization [%]",
+        "SM activity [%]",
+        "examples per second",
     ]
+    _assert_every_chart_has_data(layout, tags["hardware"])
+
+
+def test_a_cpu_run_shows_no_gpu_chart_and_its_diagnosis_as_text(tmp_path, tensorboard_server):
+    _fit(tmp_path, lambda: [FakeSource("host", {"cpu_percent": 75.0})])
+    DIAGNOSIS.write_to_tensorboard(str(tmp_path / "hardware"))
+
+    tags = _wait_for(
+        tensorboard_server,
+        "/data/plugin/scalars/tags",
+        lambda tags: "epoch/seconds" in tags.get("hardware", {}),
+    )
+    layout = _get_json(tensorboard_server, "/data/plugin/custom_scalars/layout")
+    titles = [chart["title"] for category in layout["category"] for chart in category["chart"]]
+    assert not [title for title in titles if "GPU" in title or "SM" in title]
+    assert [c["title"] for c in layout["category"][0]["chart"]] == [
+        "steps per second",
+        "host CPU [%]",
+    ]
+    _assert_every_chart_has_data(layout, tags["hardware"])
+
+    text_tags = _wait_for(
+        tensorboard_server, "/data/plugin/text/tags", lambda found: "hardware" in found
+    )
+    assert text_tags["hardware"] == ["diagnosis/report"]
+    entries = _get_json(
+        tensorboard_server, "/data/plugin/text/text", run="hardware", tag="diagnosis/report"
+    )
+    assert len(entries) == 1
+    assert "Verdict: input-bound" in entries[0]["text"]
+    assert "<table>" in entries[0]["text"]  # the markdown table, rendered
+
+
+def _assert_every_chart_has_data(layout: dict, tags: dict) -> None:
+    """No empty chart: every chart's pattern matches a tag the run has."""
+    for category in layout["category"]:
+        for chart in category["chart"]:
+            for pattern in chart["multiline"]["tag"]:
+                assert any(re.search(pattern, tag) for tag in tags), (chart["title"], pattern)

@@ -218,24 +218,6 @@ def test_a_writer_fault_is_reported_not_raised(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "hook",
-    [
-        "on_batch_begin",
-        "on_batch_end",
-        "on_train_batch_begin",
-        "on_train_batch_end",
-        "on_test_batch_begin",
-        "on_test_batch_end",
-        "on_predict_batch_begin",
-        "on_predict_batch_end",
-    ],
-)
-def test_it_overrides_no_batch_hook_so_keras_can_dispatch_asynchronously(hook):
-    # Keras decides async dispatch by whether a callback's batch-end hooks are the defaults.
-    assert getattr(GPUMonitor, hook) is getattr(keras.callbacks.Callback, hook)
-
-
-@pytest.mark.parametrize(
     ("kwargs", "error", "fragment"),
     [
         ({"interval": 0}, ValueError, "interval=0"),

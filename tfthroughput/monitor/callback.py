@@ -193,7 +193,11 @@ class GPUMonitor(keras.callbacks.Callback):
                 self.interval,
                 keep_running=None if fit_call is None else fit_call.is_running,
                 on_abandoned=functools.partial(self._abandon, training),
-                on_sample=training.sampled if self._update.seconds is not None else None,
+                on_sample=(
+                    functools.partial(self._window_tick, training)
+                    if self._update.seconds is not None
+                    else None
+                ),
             )
         except BaseException:
             writer.close()
@@ -308,12 +312,14 @@ class GPUMonitor(keras.callbacks.Callback):
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _selected(
-        self, stats: Mapping[SampleKey, MetricStats]
-    ) -> Mapping[SampleKey, MetricStats]:
+    def _selected(self, stats: Mapping[SampleKey, MetricStats]) -> Mapping[SampleKey, MetricStats]:
         if self.metrics is None:
             return stats
         return {key: value for key, value in stats.items() if key.metric in self.metrics}
+
+    def _window_tick(self, training: LiveRun) -> None:
+        """On the sampler thread after each sample, with time-based windows."""
+        training.sampled()
 
     def _abandon(self, training: LiveRun) -> None:
         """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""

@@ -24,7 +24,10 @@ from tfthroughput.hardware.sampler import SampleKey
 _UNITS = {metric.name: metric.unit for metric in ALL_METRICS}
 _ORDER = {metric.name: position for position, metric in enumerate(ALL_METRICS)}
 _GPU_SOURCE = r"gpu\d+"
-_GLANCE_GPU_CHARTS = (("utilization_percent", "GPU utilization"), ("sm_activity_percent", "SM activity"))
+_GLANCE_GPU_CHARTS = (
+    ("utilization_percent", "GPU utilization"),
+    ("sm_activity_percent", "SM activity"),
+)
 # Tag prefix of the per-window scalars (see tfthroughput.monitor.events).
 WINDOW_PREFIX = "window/"
 

@@ -116,9 +116,7 @@ class EpochWindows:
         self.next_index = first_index
         self._parts: list[Mapping[SampleKey, MetricStats]] = []
 
-    def cut(
-        self, stats: Mapping[SampleKey, MetricStats], now: float, step: int
-    ) -> Window | None:
+    def cut(self, stats: Mapping[SampleKey, MetricStats], now: float, step: int) -> Window | None:
         """End the open window at ``now``, after ``step`` steps, and open the next one.
 
         Args:
