@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
-from events import read_scalars
+from events import event_files, read_scalars
 from monitored_runs import write_monitored_runs
 
 
@@ -24,8 +25,17 @@ def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedP
     )
 
 
+def _text(run_dir, tag: str) -> list[str]:
+    texts = []
+    for file in event_files(run_dir):
+        for record in tf.data.TFRecordDataset(file):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            texts += [v.tensor.string_val[0].decode() for v in event.summary.value if v.tag == tag]
+    return texts
+
+
 def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path):
-    log_dir = tmp_path / "logs"
+    log_dir = tmp_path / "demo logs"  # a space, as in many home folders
     result = run_cli(
         "demo", "--images", "96", "--epochs", "2", "--batch-size", "16", "--log-dir", str(log_dir)
     )
@@ -34,11 +44,25 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
     assert "[1/4] Writing 96 synthetic JPEGs" in out
     assert "build_pipeline vs naive:" in out
     assert "verdict" in out.lower()
-    assert out.rstrip().endswith(f"tensorboard --logdir {log_dir}")
+    report = log_dir / "report.html"
+    assert f"One page comparing both runs: {shlex.quote(str(report))}\n" in out
+    assert out.rstrip().endswith(f"tensorboard --logdir {shlex.quote(str(log_dir))}")
+    assert "'" in shlex.quote(str(log_dir))
+    assert "<th>naive</th><th>build_pipeline</th>" in report.read_text(encoding="utf-8")
     for run in ("naive", "build_pipeline"):
         hardware = read_scalars(log_dir / run / "hardware")
+        train = read_scalars(log_dir / run / "train")
         assert [step for step, _ in hardware["epoch/examples_per_second"]] == [0, 1]
-        assert [step for step, _ in read_scalars(log_dir / run / "train")["epoch_loss"]] == [0, 1]
+        assert [step for step, _ in train["epoch_loss"]] == [0, 1]
+        # 6 steps per epoch, a window every step (a quarter epoch, at least one step), on the
+        # same x-axis as Keras's batch-level loss.
+        windows = [step for step, _ in hardware["window/examples_per_second"]]
+        assert windows == list(range(1, 13))
+        assert [step for step, _ in train["batch_loss"]] == windows
+    diagnosis = _text(log_dir / "naive" / "hardware", "diagnosis/report")
+    assert len(diagnosis) == 1 and "Verdict: " in diagnosis[0]
+    comparison = _text(log_dir / "build_pipeline" / "hardware", "demo/comparison")
+    assert len(comparison) == 1 and "build_pipeline vs naive: " in comparison[0]
     # A second run reuses the images it wrote.
     again = run_cli(
         "demo", "--images", "96", "--epochs", "1", "--batch-size", "16", "--log-dir", str(log_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 
+import keras
 import pytest
 import tensorflow as tf
 from events import event_files
@@ -165,7 +166,8 @@ def test_a_dip_after_warm_up_is_captured_once_at_the_next_step(tmp_path):
     monitor = GPUMonitor(tmp_path, interval=3600, update_freq=2, sources=lambda: [gpu])
     trigger = DipTrigger(monitor, threshold_percent=30, windows=2, steps=2, clock=FakeClock())
     profile = ProfileSteps(tmp_path, on_dip=trigger)
-    fit(tiny_model(), [monitor, profile], epochs=4)
+    board = keras.callbacks.TensorBoard(str(tmp_path), update_freq=3)  # see test_monitor
+    fit(tiny_model(), [monitor, board, profile], epochs=4)
 
     assert profile.traced_steps == (11, 12)  # from the step after the dip's second window
     traces = glob.glob(os.path.join(tmp_path, "train", "plugins", "profile", "*", "*.xplane.pb"))

@@ -69,6 +69,19 @@ def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
     ]
 
 
+def test_keras_batch_level_tensorboard_does_not_swallow_the_monitors_writes(tmp_path):
+    # TensorBoard(update_freq=3) keeps "record only when Keras's batch is a multiple of 3"
+    # switched on for the whole fit; the monitor's epoch ends (steps 4, 8) are not.
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, update_freq=2, sources=fake_gpus(dial))
+    board = keras.callbacks.TensorBoard(log_dir=str(tmp_path), update_freq=3)
+    fit(tiny_model(), [dial, board, monitor], epochs=2)
+    hardware = read_scalars(tmp_path / "hardware")
+    assert hardware["gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 20.0)]
+    assert [step for step, _ in hardware["window/gpu1/utilization_percent/mean"]] == [2, 4, 6, 8]
+    assert [step for step, _ in read_scalars(tmp_path / "train")["batch_loss"]] == [3, 6]
+
+
 def read_csv(path) -> list[dict[str, str]]:
     with open(path) as file:
         return list(csv.DictReader(file))

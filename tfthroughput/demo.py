@@ -2,13 +2,18 @@
 
 It writes a synthetic JPEG dataset (three classes of shapes under noise), trains the same
 small CNN on a naive ``tf.data`` pipeline and on :func:`~tfthroughput.build_pipeline`, with
-:class:`~tfthroughput.GPUMonitor` on both, then compares them and runs
-:func:`~tfthroughput.diagnose` on the naive pipeline. Needs no network and no GPU.
+:class:`~tfthroughput.GPUMonitor` on both (four windows per epoch, so TensorBoard shows points
+inside each epoch, beside Keras's batch-level loss), then compares them, runs
+:func:`~tfthroughput.diagnose` on the naive pipeline, writes the diagnosis and the comparison
+into the runs they concern as TensorBoard text, and writes the HTML report comparing the runs.
+Needs no network and no GPU.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import shlex
 import time
 import warnings
 from collections.abc import Callable
@@ -22,8 +27,12 @@ from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.diagnosis.measure import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.callback import GPUMonitor
+from tfthroughput.monitor.run_report_html import write_report
 
 CLASSES = ("disc", "square", "stripes")
+WINDOWS_PER_EPOCH = 4
+# Text tag of the demo's comparison, in the build_pipeline run.
+COMPARISON_TAG = "demo/comparison"
 STORED_SIZE = 192  # JPEGs are stored larger than the model input, so decoding+resizing costs
 INPUT_SIZE = 48
 
@@ -147,12 +156,25 @@ class _EpochLine(keras.callbacks.Callback):
 
 
 def train(
-    name: str, dataset, epochs: int, batch_size: int, log_dir: str, echo: Print = print
+    name: str,
+    dataset,
+    epochs: int,
+    batch_size: int,
+    log_dir: str,
+    echo: Print = print,
+    window_steps: int | str = "epoch",
 ) -> RunSummary:
+    """Train the small CNN with the monitor (windows every ``window_steps``) and TensorBoard."""
     model = small_cnn()
     run_dir = os.path.join(log_dir, name)
-    monitor = GPUMonitor(run_dir, interval=0.25, batch_size=batch_size, update_logs=True)
-    board = keras.callbacks.TensorBoard(run_dir)
+    monitor = GPUMonitor(
+        run_dir,
+        interval=0.25,
+        batch_size=batch_size,
+        update_logs=True,
+        update_freq=window_steps,
+    )
+    board = keras.callbacks.TensorBoard(run_dir, update_freq=window_steps)  # same x-axis
     callbacks = [monitor, board, _EpochLine(epochs, echo)]  # after the monitor: see its logs
     history = model.fit(
         dataset, epochs=epochs, callbacks=callbacks, verbose=0, shuffle=False
@@ -197,6 +219,33 @@ def comparison_table(runs: list[RunSummary]) -> str:
     return "\n".join(lines)
 
 
+def comparison_markdown(runs: list[RunSummary]) -> str:
+    """The comparison as a markdown table, for TensorBoard's Text tab."""
+    lines = [
+        "| pipeline | examples/s | epoch time | GPU util | host CPU |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        gpu = (
+            "n/a" if run.gpu_utilization_percent is None else f"{run.gpu_utilization_percent:.0f} %"
+        )
+        cpu = "n/a" if run.cpu_percent is None else f"{run.cpu_percent:.0f} %"
+        lines.append(
+            f"| {run.name} | {run.examples_per_second:,.0f} | {run.epoch_seconds:.2f} s | "
+            f"{gpu} | {cpu} |"
+        )
+    speedup = runs[-1].examples_per_second / runs[0].examples_per_second
+    lines += ["", f"**build_pipeline vs naive: {speedup:.2f}x examples/s** (last epoch)"]
+    return "\n".join(lines)
+
+
+def write_text(run_dir: str, tag: str, markdown: str) -> None:
+    writer = tf.summary.create_file_writer(run_dir)
+    with writer.as_default():
+        tf.summary.text(tag, markdown, step=0)
+    writer.close()
+
+
 def gpu_status() -> str:
     """One line on what the monitor can sample here."""
     from tfthroughput.hardware.discovery import find_gpus
@@ -230,6 +279,7 @@ def run_demo(
         echo(f"[1/4] Reusing {images} JPEGs in {data_dir}")
     labels = labels_of(paths)
     echo(f"GPU metrics: {gpu_status()}")
+    window_steps = max(1, math.ceil(len(paths) / batch_size) // WINDOWS_PER_EPOCH)
 
     runs = []
     for step, (name, make) in enumerate(
@@ -239,15 +289,28 @@ def run_demo(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MonitoringWarning)  # said once, above
             dataset = make(paths, labels, batch_size)
-            runs.append(train(name, dataset, epochs, batch_size, log_dir, echo))
+            runs.append(train(name, dataset, epochs, batch_size, log_dir, echo, window_steps))
 
     echo("[4/4] Diagnosing the naive pipeline")
     report = diagnose(small_cnn(), naive_pipeline(paths, labels, batch_size), steps=10, repeats=1)
+    # Each into the run it concerns (GPUMonitor's run, which the report reads too).
+    report.write_to_tensorboard(os.path.join(log_dir, "naive", "hardware"))
+    write_text(
+        os.path.join(log_dir, "build_pipeline", "hardware"),
+        COMPARISON_TAG,
+        comparison_markdown(runs),
+    )
     echo("")
     echo(comparison_table(runs))
     echo("")
     echo(str(report))
     echo("")
-    echo(f"Done in {time.perf_counter() - started:.0f} s. View the runs with:")
-    echo(f"  tensorboard --logdir {log_dir}")
+    try:
+        report_line = f"One page comparing both runs: {shlex.quote(write_report(log_dir))}"
+    except ImportError as error:  # matplotlib is an extra
+        report_line = f"No HTML report: {error}"
+    echo(f"Done in {time.perf_counter() - started:.0f} s.")
+    echo(report_line)
+    echo("TensorBoard (windows inside each epoch; the diagnosis in the Text tab):")
+    echo(f"  tensorboard --logdir {shlex.quote(log_dir)}")
     return runs

@@ -158,7 +158,10 @@ class EventWriter:
             if self._writer is None:
                 return
             try:
-                with self._writer.as_default():
+                # record_if(True): keras.callbacks.TensorBoard(update_freq=N) leaves its own
+                # condition (is Keras's batch a multiple of N?) set on the training thread for
+                # the whole fit, which would silently drop most of these writes.
+                with self._writer.as_default(), tf.summary.record_if(True):
                     tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
                 self._writer.flush()
             except Exception as error:  # noqa: BLE001 - a writer fault must not stop training

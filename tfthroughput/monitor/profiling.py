@@ -288,7 +288,7 @@ class ProfileSteps(keras.callbacks.Callback):
         text = f"Captured steps {first} to {last}{where}: {reason}."
         try:
             writer = tf.summary.create_file_writer(self.run_dir)
-            with writer.as_default():
+            with writer.as_default(), tf.summary.record_if(True):  # see monitor.events
                 tf.summary.text(CAPTURE_TAG, text, step=first)
             writer.close()
         except Exception as error:  # noqa: BLE001 - profiling must not stop training
