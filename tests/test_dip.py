@@ -176,7 +176,7 @@ def test_a_dip_after_warm_up_is_captured_once_at_the_next_step(tmp_path):
     assert _text_entries(tmp_path / "train", "profile/capture") == [
         (
             11,
-            f"Captured steps 11 to 12 (trace `{trace}` in the Profile tab): GPU utilization "
+            f"Captured steps 11 to 12 (the Profile tab's session `train/{trace}`): GPU utilization "
             "was below 30 % for 2 windows in a row (steps 7 to 10: 10 %, 10 %).",
         )
     ]

@@ -6,6 +6,7 @@ import pytest
 from events import read_scalars
 from readme import logged_tags_table
 
+from tfthroughput.demo import COMPARISON_TAG
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats
@@ -15,7 +16,10 @@ from tfthroughput.monitor.events import (
     epoch_figures,
     hardware_scalars,
     logs_entries,
+    window_scalars,
 )
+from tfthroughput.monitor.profiling import CAPTURE_TAG
+from tfthroughput.monitor.run_report import DIAGNOSIS_TAG
 
 STATS = {
     SampleKey("gpu0", "utilization_percent"): MetricStats(
@@ -78,6 +82,28 @@ def test_the_readme_lists_every_epoch_figure():
         "`epoch/examples_per_second`": "examples/s",
     }
     assert set(tags) == {f"`epoch/{name}`" for name in EPOCH_FIGURES}
+
+
+def test_the_readme_lists_every_window_figure_and_text_tag():
+    table = {tag: unit for tag, unit, _ in logged_tags_table()}
+    for name in EPOCH_FIGURES:
+        assert table[f"`window/{name}`"] == table[f"`epoch/{name}`"]
+    assert table["`window/<tag>`"] == "as `<tag>`"
+    for tag in (DIAGNOSIS_TAG, CAPTURE_TAG, COMPARISON_TAG):
+        assert table[f"`{tag}`"] == "text"
+
+
+def test_window_scalars_are_the_epochs_tags_under_window():
+    scalars = window_scalars(STATS, ("mean",), {"seconds": 2.0, "steps_per_second": 5.0})
+    assert scalars == {
+        "window/gpu0/utilization_percent/mean": 50.0,
+        "window/gpu0/power_watts/mean": 200.0,
+        "window/host/cpu_percent/mean": 30.0,
+        "window/gpu0/samples": 7,
+        "window/host/samples": 3,
+        "window/seconds": 2.0,
+        "window/steps_per_second": 5.0,
+    }
 
 
 def test_the_writer_writes_every_scalar_at_its_step_and_ignores_writes_after_close(tmp_path):

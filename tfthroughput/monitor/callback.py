@@ -12,14 +12,8 @@ makes the training loop wait for a step; with TensorFlow, Keras calls every batc
 line and converts the step's logs to numbers anyway, so the hook adds only its own few
 instructions. With ``update_freq="epoch"`` (the default) it returns at once.
 
-Why the step of a time-based window comes from that hook: the sampler thread decides when a
-window ends, but it cannot read ``model.optimizer.iterations`` on every backend. Under JAX,
-``fit`` trains on a copy of the variables and writes them back into the model only at the end
-of each epoch, so mid-epoch the variable still holds the epoch's first step; reading a device
-variable from another thread would also queue behind the training step on PyTorch or
-TensorFlow. The hook instead stores the completed step count (the epoch's first step, read
-once in ``on_epoch_begin``, plus Keras's batch index) in a plain attribute, which the sampler
-thread reads when it ends a window.
+The step a time-based window is written at also comes from that hook, not from the sampler
+thread: see :mod:`tfthroughput.monitor.live`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,15 @@ is reached from several threads: the training thread (epoch hooks), Keras's call
 (windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
 lock orders the cuts; the sampler thread takes it only from its ``on_sample`` hook, which the
 sampler calls holding none of its own locks, so the two cannot wait on each other.
+
+Why the step of a time-based window comes from the batch hook: the sampler thread decides when
+a window ends, but it cannot read ``model.optimizer.iterations`` on every backend. Under JAX,
+``fit`` trains on a copy of the variables and writes them back into the model only at the end
+of each epoch, so mid-epoch the variable still holds the epoch's first step; reading a device
+variable from another thread would also queue behind the training step on PyTorch or
+TensorFlow. The hook instead stores the completed step count (the epoch's first step, read
+once in ``on_epoch_begin``, plus Keras's batch index) in a plain attribute, which the sampler
+thread reads when it ends a window.
 """
 
 from __future__ import annotations

@@ -284,7 +284,8 @@ class ProfileSteps(keras.callbacks.Callback):
     def _write_capture_note(self, first: int, last: int, reason: str) -> None:
         """The text entry saying which steps a dip capture holds and why."""
         traces = sorted(glob.glob(os.path.join(self.run_dir, "plugins", "profile", "*")))
-        where = f" (trace `{os.path.basename(traces[-1])}` in the Profile tab)" if traces else ""
+        session = f"{self.run_name}/{os.path.basename(traces[-1])}" if traces else ""
+        where = f" (the Profile tab's session `{session}`)" if traces else ""
         text = f"Captured steps {first} to {last}{where}: {reason}."
         try:
             writer = tf.summary.create_file_writer(self.run_dir)
