@@ -70,6 +70,8 @@ def test_epoch_windows_merge_into_the_epochs_statistics_exactly():
     first = windows.cut({key: summarize([1.0, 2.0, 3.0])}, now=12.0, step=45)
     assert (first.index, first.epoch, first.step, first.steps, first.seconds) == (7, 3, 45, 5, 2.0)
     assert first.steps_per_second == 2.5
+    assert first.without_samples().stats[key] == first.stats[key]
+    assert first.without_samples().stats[key].samples == ()
     assert windows.cut({key: summarize([10.0])}, now=13.0, step=45) is None  # no step in it
     assert windows.epoch_stats() == {key: summarize([1.0, 2.0, 3.0, 10.0])}
     assert windows.epoch_stats()[key].p95 == pytest.approx(8.95)

@@ -165,7 +165,7 @@ class LiveRun:
         """Make a window visible: to readers always, in TensorBoard when windows are asked for."""
         if window is None:
             return
-        self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window)
+        self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window.without_samples())
         self.window_count = window.index + 1
         if self.update.per_epoch:
             return  # the epoch's own tags say it all

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tfthroughput._validation import parse_duration
 from tfthroughput.hardware.sampler import SampleKey
@@ -95,6 +95,11 @@ class Window:
     @property
     def steps_per_second(self) -> float | None:
         return self.steps / self.seconds if self.seconds > 0 else None
+
+    def without_samples(self) -> Window:
+        """The same window with only the statistics, to be kept for long at little cost."""
+        stats = {key: replace(stats, samples=()) for key, stats in self.stats.items()}
+        return replace(self, stats=stats)
 
 
 class EpochWindows:
