@@ -326,9 +326,9 @@ def test_under_jax_windows_are_cut_on_keras_callback_thread(tmp_path):
     # training thread.
     assert found["readers"][0].startswith("ThreadPoolExecutor")
     assert found["readers"][1] == "MainThread"
-    assert read_scalars(tmp_path / "hardware")["window/gpu0/utilization_percent/mean"] == [
-        (2, 1.0),
-        (4, 2.0),
-        (6, 3.0),
-        (8, 4.0),
-    ]
+    windows = read_scalars(tmp_path / "hardware")["window/gpu0/utilization_percent/mean"]
+    assert [value for _, value in windows] == [1.0, 2.0, 3.0, 4.0]
+    # Keras's callback threads may run two steps' hooks out of order: the window then ends at
+    # the step whose hook found it due (2 or 3, 6 or 7). The epoch's end is exact.
+    steps = [step for step, _ in windows]
+    assert steps[0] in (2, 3) and steps[1] == 4 and steps[2] in (6, 7) and steps[3] == 8

@@ -204,14 +204,13 @@ class GPUMonitor(keras.callbacks.Callback):
         if training is None:
             return
         self._iterations_at_epoch_start = self._optimizer_iterations()
-        training.begin_epoch(epoch, self._iterations_at_epoch_start)
+        steps = self.params.get("steps") if self.params else None
+        training.begin_epoch(epoch, self._iterations_at_epoch_start, steps)
 
     def on_train_batch_end(self, batch, logs=None):
         training = self._training
-        if training is None or self._update.per_epoch:
-            return
-        steps = self.params.get("steps") if self.params else None
-        training.batch_end(batch, last_of_epoch=steps is not None and batch + 1 >= steps)
+        if training is not None and training.watches_steps:
+            training.batch_end(batch)
 
     def on_epoch_end(self, epoch, logs=None):
         training = self._training

@@ -64,6 +64,7 @@ class LiveRun:
         self.writer = writer
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
+        self.watches_steps = not update.per_epoch  # whether the batch hook has work to do
         self._statistics = statistics
         self._batch_size = batch_size
         self._clock = clock
@@ -74,17 +75,26 @@ class LiveRun:
         self.recent: tuple[Window, ...] = ()  # replaced whole, so readers need no lock
         self.window_count = 0
         self._layout_keys: frozenset[SampleKey] | None = None  # what the written layout shows
+        self._last_batch: int | None = None
         self.finished = False
 
-    def begin_epoch(self, epoch: int, first_step: int | None) -> None:
-        """Start an epoch; ``first_step`` is the optimizer's step count, if it could be read."""
+    def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
+        """Start an epoch.
+
+        Args:
+            epoch: The epoch.
+            first_step: The optimizer's step count, if it could be read.
+            steps: Keras's batches in the epoch, if known.
+        """
+        # The epoch's last batch leaves its window to the epoch's end, which ends it anyway.
+        self._last_batch = steps - 1 if steps else None
         with self._lock:
             self.sampler.collect()  # drop samples taken between epochs
             if first_step is not None:
                 self.last_step = first_step
             self.windows = EpochWindows(epoch, self._clock(), self.last_step, self.window_count)
 
-    def batch_end(self, batch: int, last_of_epoch: bool) -> None:
+    def batch_end(self, batch: int) -> None:
         """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
         windows = self.windows
         if windows is None:
@@ -93,9 +103,11 @@ class LiveRun:
         if step > self.last_step:  # hooks on Keras's callback thread may arrive out of order
             self.last_step = step
         every = self.update.batches
-        # The epoch's last step is left to the epoch's end, which ends that window anyway.
-        if every is not None and not last_of_epoch and step - windows.window_first_step >= every:
-            self._cut(sample_now=True)
+        if every is not None and step - windows.window_first_step >= every:
+            if batch != self._last_batch:
+                # At this hook's own step: hooks on Keras's callback thread may run out of
+                # order, and a later step's may already have been seen.
+                self._cut(step, sample_now=True)
 
     def sampled(self) -> None:
         """The sampler thread's hook after each sample: end the window if its time is up."""
@@ -103,7 +115,7 @@ class LiveRun:
         seconds = self.update.seconds
         if windows is not None and seconds is not None:
             if self._clock() - windows.window_start >= seconds:
-                self._cut(sample_now=False)
+                self._cut(self.last_step, sample_now=False)
 
     def end_epoch(self, epoch: int, steps: int | None) -> tuple[Stats, float | None]:
         """End the epoch in progress; ``steps`` is how many it took, if known.
@@ -147,16 +159,17 @@ class LiveRun:
 
     # Internals -----------------------------------------------------------------------------
 
-    def _cut(self, *, sample_now: bool) -> None:
+    def _cut(self, step: int, *, sample_now: bool) -> None:
+        """End the open window after ``step`` steps, if it is still due."""
         with self._lock:
             windows = self.windows
-            if windows is None or not self._due(windows):
+            if windows is None or not self._due(windows, step):
                 return  # the epoch ended meanwhile, or another thread cut this window
             stats = self._select(self.sampler.collect(sample_now=sample_now))
-            self._publish(windows.cut(stats, self._clock(), self.last_step))
+            self._publish(windows.cut(stats, self._clock(), step))
 
-    def _due(self, windows: EpochWindows) -> bool:
-        steps = self.last_step - windows.window_first_step
+    def _due(self, windows: EpochWindows, step: int) -> bool:
+        steps = step - windows.window_first_step
         if self.update.batches is not None:
             return steps >= self.update.batches
         return steps > 0 and self._clock() - windows.window_start >= self.update.seconds
