@@ -8,12 +8,15 @@ Two measurements, at the default interval (1 s) and at 0.1 s, each per epoch onl
    median of the per-pair ratios (monitored / bare) of wall time and of process CPU time (all
    threads; the sampler thread's work shows up there). On a shared 2-core VM single fits vary
    by several percent, so these ratios carry that noise; their spread is printed.
-2. Direct cost, which noise does not blur: the time spent inside the monitor's hooks during a
-   monitored fit (its batch hook too, timed at every step, the timing included), plus the time
-   one sample takes (`Sampler.sample_once` on the default sources) times the number of
-   samples, plus the time the sampler thread spends deciding on and writing windows, over the
-   bare fit's time. Sampling runs on its own thread and mostly outside the GIL-bound part of
-   training, so this is an upper bound.
+2. Direct cost, which noise does not blur: the time spent inside the monitor's per-epoch and
+   per-fit hooks during a monitored fit, plus the time the sampler thread spends deciding on
+   and writing windows, plus the time one sample takes (`Sampler.sample_once` on the default
+   sources) times the number of samples, plus the time one call of the per-step hook takes
+   (`on_train_batch_end`, the whole call, timed in isolation) times the number of steps, over
+   the bare fit's time. The per-step hook is costed like a sample, from an isolated timing:
+   timed in place at every step, the measurement would mostly count the time the OS gives to
+   other threads and processes while the clock runs. Sampling runs on its own thread and
+   mostly outside the GIL-bound part of training, so this is an upper bound.
 
 Targets: <= 1.005 at 1 s and <= 1.02 at 0.1 s, with and without windows.
 
@@ -56,11 +59,6 @@ class TimedMonitor(GPUMonitor):
         start = time.perf_counter()
         super()._window_tick(training)
         self.tick_seconds += time.perf_counter() - start
-
-    def on_train_batch_end(self, batch, logs=None):  # every step: timed with the least around it
-        start = time.perf_counter()
-        super().on_train_batch_end(batch, logs)
-        self.hook_seconds += time.perf_counter() - start
 
     def on_train_begin(self, logs=None):
         self._timed("on_train_begin", logs)
@@ -110,6 +108,28 @@ def seconds_per_sample(samples: int = 300) -> float:
     return elapsed / samples
 
 
+def seconds_per_step_hook(update_freq, calls: int = 200_000) -> float:
+    """One call of the monitor's per-step hook, in a started monitor between window ends."""
+    monitor = GPUMonitor(tempfile.mkdtemp(), interval=5.0, update_freq=update_freq)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    monitor.set_model(model)
+    monitor.set_params({"epochs": 1, "steps": None})
+    with monitor:
+        monitor.on_train_begin()
+        monitor.on_epoch_begin(0)
+        hook = monitor.on_train_batch_end
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for batch in range(calls):
+                hook(batch % 8)  # step 1 to 8 again and again: a window of 10 s is never due
+            best = min(best, (time.perf_counter() - start) / calls)
+        monitor.on_epoch_end(0)
+        monitor.on_train_end()
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=9)
@@ -122,6 +142,13 @@ def main() -> None:
     sample_seconds = seconds_per_sample()
     sources = ", ".join(source.name for source in default_sources())
     print(f"one sample of [{sources}] takes {sample_seconds * 1e6:.0f} us")
+    steps = args.epochs * -(-args.examples // BATCH_SIZE)
+    hook_seconds = {mode: seconds_per_step_hook(mode) for mode in ("epoch", args.window)}
+    print(
+        "one call of the per-step hook takes "
+        + ", ".join(f"{s * 1e9:.0f} ns ({mode})" for mode, s in hook_seconds.items())
+        + f"; {steps} steps per fit"
+    )
     model, x, y = build(args.examples)
     timed_fit(model, x, y, 1, [])  # trace and warm up once
     summary = []
@@ -149,6 +176,7 @@ def main() -> None:
                     monitor.hook_seconds
                     + monitor.tick_seconds
                     + (monitored / interval) * sample_seconds
+                    + steps * hook_seconds[update_freq]
                 )
                 direct.append(1 + cost / bare)
                 windows.append(monitor.windows if update_freq != "epoch" else 0)
