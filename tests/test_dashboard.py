@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from fakes import FakeSource
 
 from tfthroughput import GPUMonitor
 from tfthroughput.hardware.metrics import GPU_METRICS
-from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.dashboard import hardware_layout, layout_summary
 
 
 def test_layout_has_a_chart_per_gpu_metric_matching_every_gpu():
@@ -28,6 +29,26 @@ def test_layout_has_a_chart_per_gpu_metric_matching_every_gpu():
     assert len(gpu_charts) == len(GPU_METRICS)
     regex = gpu_charts[0].multiline.tag[0]
     assert regex == r"^gpu\d+/utilization_percent/(mean|p95)$"
+
+
+def test_the_activity_chart_shows_gpu_util_sm_activity_and_their_gap_for_every_gpu():
+    (activity,) = [c for c in hardware_layout().category if "SM activity" in c.title]
+    (regex,) = activity.chart[0].multiline.tag
+    for tag in (
+        "gpu0/utilization_percent/mean",
+        "gpu3/sm_activity_percent/mean",
+        "gpu12/busy_but_idle_percent",
+    ):
+        assert re.fullmatch(regex, tag), tag
+    for tag in ("gpu0/utilization_percent/p95", "gpu0/tensor_activity_percent/mean"):
+        assert not re.fullmatch(regex, tag), tag
+
+
+def test_the_layout_summary_is_the_one_the_custom_scalars_plugin_makes():
+    from tensorboard.plugins.custom_scalar import summary as custom_scalar_summary
+
+    made_with_tensorflow = custom_scalar_summary.pb(hardware_layout())
+    assert layout_summary().SerializeToString() == made_with_tensorflow.SerializeToString()
 
 
 def _free_port() -> int:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+
+import numpy as np
 import pytest
 from events import read_scalars
 from readme import logged_tags_table
+from tensorboard.plugins.scalar.summary import scalar_pb
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
@@ -15,6 +20,7 @@ from tfthroughput.monitor.events import (
     epoch_figures,
     hardware_scalars,
     logs_entries,
+    scalar_summary,
 )
 
 STATS = {
@@ -80,6 +86,13 @@ def test_the_readme_lists_every_epoch_figure():
     assert set(tags) == {f"`epoch/{name}`" for name in EPOCH_FIGURES}
 
 
+@pytest.mark.parametrize("value", [0, 7, 50.0, 23.6 - 0.5, 1e-9, -3.25, np.float64(0.1)])
+def test_scalar_summaries_are_byte_for_byte_tensorboards_own(value):
+    tag = "gpu0/utilization_percent/mean"
+    expected = scalar_pb(tag, value).SerializeToString()
+    assert scalar_summary({tag: value}).SerializeToString() == expected
+
+
 def test_the_writer_writes_every_scalar_at_its_step_and_ignores_writes_after_close(tmp_path):
     writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
     writer.write(3, {"gpu0/utilization_percent/mean": 50.0, "epoch/seconds": 2.0})
@@ -103,15 +116,20 @@ def test_an_unwritable_folder_fails_when_opened(tmp_path):
 
 def test_a_fault_while_writing_is_a_warning(tmp_path):
     class FullDisk:
-        def as_default(self):
-            raise OSError("disk full")
+        """A file on a full disk, under TensorBoard's real record writer."""
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
 
         def close(self):
             pass
 
     writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
     writer._writer.close()
-    writer._writer = FullDisk()  # stands in for the file system
-    with pytest.warns(MonitoringWarning, match="could not write epoch 2 .*disk full"):
+    writer._writer = RecordWriter(FullDisk())
+    with pytest.warns(MonitoringWarning, match="could not write epoch 2 .*No space left"):
         writer.write(2, {"gpu0/utilization_percent/mean": 50.0})
     writer.close()

@@ -196,7 +196,7 @@ def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
 
 def test_a_writer_fault_is_reported_not_raised(tmp_path):
     class BrokenWriter:
-        def as_default(self):
+        def write(self, data):
             raise OSError("disk full")
 
         def flush(self):
@@ -210,7 +210,7 @@ def test_a_writer_fault_is_reported_not_raised(tmp_path):
 
     class BreakWriter(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
-            monitor._training.writer._writer = BrokenWriter()  # the tf.summary writer inside
+            monitor._training.writer._writer = BrokenWriter()  # the record writer inside
 
     with pytest.warns(MonitoringWarning, match="disk full"):
         history = fit(tiny_model(), [dial, BreakWriter(), monitor])

@@ -28,6 +28,7 @@ from tfthroughput.monitor.events import (
     epoch_figures,
     hardware_scalars,
     logs_entries,
+    overstated_utilization_warning,
 )
 from tfthroughput.monitor.fit_watch import find_fit
 
@@ -44,6 +45,7 @@ class _Training:
         self.epoch_start = 0.0
         self.iterations_at_epoch_start: int | None = None
         self.finished = False
+        self.warned_overstated_utilization = False
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -56,8 +58,15 @@ class GPUMonitor(keras.callbacks.Callback):
     Tags (units in the README):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
+        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/busy_but_idle_percent``
+        (where GPM's SM activity is read): mean GPU-Util minus mean SM activity, clamped at 0;
+        when GPU-Util (above 20 %) is at least twice SM activity, one ``MonitoringWarning`` per
+        ``fit`` says that tiny kernels make GPU-Util overstate the work. ``epoch/seconds``,
         ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+
+    It works under every Keras 3 backend (TensorFlow, JAX, PyTorch) and needs no TensorFlow:
+    events go through TensorBoard's own writer, steps come from the optimizer's iteration
+    counter.
 
     The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
     before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
@@ -183,6 +192,7 @@ class GPUMonitor(keras.callbacks.Callback):
         )
         training.writer.write(epoch, hardware_scalars(stats, self.statistics, figures))
         training.epoch = None
+        self._warn_if_utilization_overstates(training, stats, epoch)
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
 
@@ -230,7 +240,8 @@ class GPUMonitor(keras.callbacks.Callback):
         if iterations is None:
             return None
         try:
-            return int(iterations.numpy())
+            # convert_to_numpy works on every backend's variable (a torch tensor on a GPU too).
+            return int(keras.ops.convert_to_numpy(iterations))
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 
@@ -239,6 +250,17 @@ class GPUMonitor(keras.callbacks.Callback):
         if now is not None and training.iterations_at_epoch_start is not None:
             return now - training.iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
+
+    def _warn_if_utilization_overstates(
+        self, training: _Training, stats: dict[SampleKey, MetricStats], epoch: int
+    ) -> None:
+        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
+        if training.warned_overstated_utilization:
+            return
+        message = overstated_utilization_warning(stats, epoch)
+        if message is not None:
+            training.warned_overstated_utilization = True
+            warnings.warn(message, MonitoringWarning, stacklevel=3)
 
     def _selected(self, stats: dict[SampleKey, MetricStats]) -> dict[SampleKey, MetricStats]:
         if self.metrics is None:

@@ -3,24 +3,39 @@
 Samples arrive keyed by :class:`~tfthroughput.hardware.sampler.SampleKey` pairs; this module
 alone joins a pair into text: ``gpu0/utilization_percent/mean`` for TensorBoard, and
 ``gpu0_utilization_percent`` for ``logs``.
+
+Events are written with TensorBoard's own pure-Python record writer (the framing its
+``EventFileWriter`` and PyTorch's ``SummaryWriter`` use) on a plain file, so the monitor needs no
+TensorFlow and works under every Keras backend. ``EventFileWriter`` itself is not used: it opens
+files through ``tensorboard.compat.tf``, which imports TensorFlow whenever it is installed, even
+under the JAX backend.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import socket
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 
-import tensorflow as tf
-from tensorboard.compat.proto import summary_pb2
-from tensorboard.plugins.scalar.summary import scalar_pb
+from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
+from tensorboard.plugins.scalar import metadata as scalar_metadata
+from tensorboard.summary.writer.record_writer import RecordWriter
 
+from tfthroughput.hardware.activity import (
+    BUSY_BUT_IDLE,
+    busy_but_idle_percent,
+    overstates_work,
+    utilization_and_sm_activity,
+)
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats
-from tfthroughput.monitor.dashboard import write_layout
+from tfthroughput.monitor.dashboard import layout_summary
 
 # Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`.
 EPOCH_FIGURES = ("seconds", "steps_per_second", "examples_per_second")
@@ -56,7 +71,8 @@ def hardware_scalars(
     figures: Mapping[str, float],
 ) -> dict[str, float]:
     """The scalars of the hardware run: ``<source>/<metric>/<statistic>``,
-    ``<source>/samples`` and ``epoch/<figure>``."""
+    ``<source>/samples``, ``<source>/busy_but_idle_percent`` (where SM activity was read) and
+    ``epoch/<figure>``."""
     scalars: dict[str, float] = {}
     samples: dict[str, int] = {}
     for key, metric_stats in stats.items():
@@ -65,6 +81,8 @@ def hardware_scalars(
         samples[key.source] = max(samples.get(key.source, 0), metric_stats.count)
     for source, count in samples.items():
         scalars[f"{source}/samples"] = count
+    for source, gap in _busy_but_idle(stats).items():
+        scalars[f"{source}/{BUSY_BUT_IDLE}"] = gap
     for name, value in figures.items():
         scalars[f"epoch/{name}"] = value
     return scalars
@@ -73,7 +91,8 @@ def hardware_scalars(
 def logs_entries(
     stats: Mapping[SampleKey, MetricStats], figures: Mapping[str, float]
 ) -> dict[str, float]:
-    """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean and the figures.
+    """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean, each GPU's
+    ``busy_but_idle_percent`` (where SM activity was read) and the figures.
 
     Keys have no ``epoch`` prefix and no ``/``: ``keras.callbacks.TensorBoard`` writes a logs key
     ``k`` as the tag ``epoch_k``, so ``gpu0_utilization_percent`` and ``seconds`` become
@@ -81,8 +100,65 @@ def logs_entries(
     ``History`` see the same plain names.
     """
     entries = {f"{key.source}_{key.metric}": value.mean for key, value in stats.items()}
+    entries.update(
+        {f"{source}_{BUSY_BUT_IDLE}": gap for source, gap in _busy_but_idle(stats).items()}
+    )
     entries.update(figures)
     return entries
+
+
+def overstated_utilization_warning(
+    stats: Mapping[SampleKey, MetricStats], epoch: int
+) -> str | None:
+    """The warning to give when an epoch's GPU-Util overstates the work, else ``None``.
+
+    It does when a GPU's mean GPU-Util is above 20 % and at least twice its mean SM activity
+    (:func:`tfthroughput.hardware.activity.overstates_work`).
+    """
+    for source, (utilization, sm_activity) in utilization_and_sm_activity(stats).items():
+        if overstates_work(utilization, sm_activity):
+            times = f"{utilization / sm_activity:.0f}x" if sm_activity > 0 else "far"
+            return (
+                f"{source}: GPU-Util {utilization:.1f} % but SM activity {sm_activity:.1f} % in "
+                f"epoch {epoch}: kernels were running, yet they kept few SMs busy (typically "
+                f"many tiny kernels, so launch overhead sets the pace), and GPU-Util overstates "
+                f"the work {times}. `{source}/{BUSY_BUT_IDLE}` logs the gap every epoch; "
+                "tfthroughput.diagnose says what to change (a larger batch, XLA, mixed "
+                "precision). Warned once per fit."
+            )
+    return None
+
+
+def _busy_but_idle(stats: Mapping[SampleKey, MetricStats]) -> dict[str, float]:
+    return {
+        source: busy_but_idle_percent(utilization, sm_activity)
+        for source, (utilization, sm_activity) in utilization_and_sm_activity(stats).items()
+    }
+
+
+def scalar_summary(scalars: Mapping[str, float]) -> summary_pb2.Summary:
+    """One ``Summary`` holding every scalar, as ``tf.summary.scalar`` stores a scalar: a float32
+    rank-0 tensor with the scalars plugin's metadata.
+
+    Built field by field: byte for byte what ``tensorboard.summary.scalar_pb`` makes, at about
+    1/50 of its cost per tag (it goes through NumPy and a generic tensor conversion).
+    """
+    summary = summary_pb2.Summary()
+    for tag, value in scalars.items():
+        entry = summary.value.add(tag=tag, metadata=_SCALAR_METADATA)
+        entry.tensor.dtype = types_pb2.DT_FLOAT
+        entry.tensor.tensor_shape.SetInParent()  # rank 0: present and empty
+        entry.tensor.float_val.append(float(value))
+    return summary
+
+
+_SCALAR_METADATA = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+# Event files of one process need distinct names even within one second.
+_file_numbers = itertools.count()
+
+
+def _serialized(**fields) -> bytes:
+    return event_pb2.Event(**fields).SerializeToString()
 
 
 class EventWriter:
@@ -90,8 +166,12 @@ class EventWriter:
 
     Opened in ``on_train_begin`` (so an unwritable folder fails before the first epoch);
     written from the training thread, and once from the sampler thread when ``fit`` is left
-    without ``on_train_end``, hence the lock. A fault while writing is warned about, never
-    raised: it must not stop training.
+    without ``on_train_end``, hence the lock. Each write is flushed, so TensorBoard sees an
+    epoch as soon as it ends. A fault while writing is warned about, never raised: it must not
+    stop training.
+
+    The file is named as ``tf.summary`` names its files
+    (``events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2``) and holds the same records.
 
     Args:
         run_dir: The run's folder, created if missing.
@@ -106,6 +186,21 @@ class EventWriter:
             os.makedirs(run_dir, exist_ok=True)
             with tempfile.TemporaryFile(dir=run_dir):
                 pass
+            name = "events.out.tfevents.%010d.%s.%d.%d.v2" % (  # noqa: UP031 - TF's own pattern
+                time.time(),
+                socket.gethostname(),
+                os.getpid(),
+                next(_file_numbers),
+            )
+            writer = RecordWriter(open(os.path.join(run_dir, name), "wb"))  # noqa: SIM115
+            try:
+                now = time.time()
+                writer.write(_serialized(wall_time=now, file_version="brain.Event:2"))
+                writer.write(_serialized(wall_time=now, step=0, summary=layout_summary()))
+                writer.flush()
+            except OSError:
+                writer.close()
+                raise
         except OSError as error:
             raise ValueError(
                 f"`log_dir` is not writable ({error.strerror or error}); GPUMonitor needs to "
@@ -113,22 +208,16 @@ class EventWriter:
             ) from error
         self.run_dir = run_dir
         self._lock = threading.Lock()
-        self._writer = tf.summary.create_file_writer(run_dir)
-        write_layout(self._writer)
+        self._writer: RecordWriter | None = writer  # closed in close()
 
     def write(self, step: int, scalars: Mapping[str, float]) -> None:
-        """Write every scalar at ``step`` as one raw summary, then flush."""
+        """Write every scalar at ``step`` as one event, then flush."""
         with self._lock:
             if self._writer is None:
                 return
             try:
-                # One summary holding every scalar: one write op instead of one per tag
-                # (about 8x cheaper at the end of each epoch than tf.summary.scalar per tag).
-                summary = summary_pb2.Summary()
-                for tag, value in scalars.items():
-                    summary.value.extend(scalar_pb(tag, value).value)
-                with self._writer.as_default():
-                    tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+                summary = scalar_summary(scalars)
+                self._writer.write(_serialized(wall_time=time.time(), step=step, summary=summary))
                 self._writer.flush()
             except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
                 warnings.warn(
