@@ -13,13 +13,14 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
-from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.hardware.stats import MetricStats, summarize
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,
     EventWriter,
     epoch_figures,
     hardware_scalars,
     logs_entries,
+    overstated_utilization_warning,
     scalar_summary,
 )
 
@@ -74,6 +75,39 @@ def test_logs_entries_are_plain_names_that_keras_tensorboard_prefixes_once():
         "examples_per_second": 160.0,
     }
     assert not any("/" in key or key.startswith("epoch") for key in entries)
+
+
+# GPU-Util and SM activity of bf16 matmul loops on an H200 (64x64, 1024x1024, 8192x8192).
+H200_ROWS = [(23.6, 0.5), (47.8, 27.5), (95.5, 92.5)]
+
+
+def _activity_stats(utilization: float, sm_activity: float) -> dict[SampleKey, MetricStats]:
+    return {
+        SampleKey("gpu0", "utilization_percent"): summarize([utilization]),
+        SampleKey("gpu0", "sm_activity_percent"): summarize([sm_activity]),
+        SampleKey("gpu1", "utilization_percent"): summarize([utilization]),  # no GPM there
+    }
+
+
+@pytest.mark.parametrize(("utilization", "sm_activity"), H200_ROWS)
+def test_busy_but_idle_is_logged_where_sm_activity_is_read(utilization, sm_activity):
+    stats = _activity_stats(utilization, sm_activity)
+    scalars = hardware_scalars(stats, ("mean",), {})
+    assert scalars["gpu0/busy_but_idle_percent"] == utilization - sm_activity
+    assert "gpu1/busy_but_idle_percent" not in scalars
+    entries = logs_entries(stats, {})
+    assert entries["gpu0_busy_but_idle_percent"] == utilization - sm_activity
+    assert "gpu1_busy_but_idle_percent" not in entries
+
+
+def test_only_the_tiny_kernel_row_warns_that_gpu_util_overstates_the_work():
+    messages = [overstated_utilization_warning(_activity_stats(*row), 3) for row in H200_ROWS]
+    assert messages[1:] == [None, None]
+    assert messages[0].startswith("gpu0: GPU-Util 23.6 % but SM activity 0.5 % in epoch 3")
+    assert "overstates the work 47x" in messages[0]
+    assert "`gpu0/busy_but_idle_percent`" in messages[0]
+    no_sm_at_all = overstated_utilization_warning(_activity_stats(30.0, 0.0), 0)
+    assert "overstates the work far" in no_sm_at_all
 
 
 def test_the_readme_lists_every_epoch_figure():

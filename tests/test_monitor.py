@@ -4,8 +4,10 @@ import csv
 import os
 
 import keras
+import numpy as np
 import pytest
 from events import event_files, read_scalars
+from fakes import FakeSource
 from fits import (
     BATCH_SIZE,
     STEPS_PER_EPOCH,
@@ -56,6 +58,7 @@ def test_a_resumed_run_lines_up_by_epoch(tmp_path):
     assert "epoch/examples_per_second" not in scalars  # no batch_size given
 
 
+@pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary
 def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
     dial = EpochDial()
     monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
@@ -74,6 +77,7 @@ def read_csv(path) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
+@pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary
 def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(tmp_path):
     dial = EpochDial()
     monitor = GPUMonitor(
@@ -137,6 +141,29 @@ def test_statistics_selects_what_is_logged(tmp_path):
     tags = set(read_scalars(tmp_path / "hardware"))
     assert "gpu0/utilization_percent/p95" in tags
     assert not any(tag.endswith(("/mean", "/min", "/max")) for tag in tags)
+
+
+def test_gpu_util_against_sm_activity_is_logged_and_overstatement_warned_once(tmp_path):
+    # The H200 rows (GPU-Util %, SM activity %), large kernels first, tiny ones last.
+    rows = [(95.5, 92.5), (47.8, 27.5), (23.6, 0.5), (23.6, 0.5)]
+    dial = EpochDial()
+
+    def sources():
+        reading = lambda _: dict(  # noqa: E731
+            zip(("utilization_percent", "sm_activity_percent"), rows[dial.epoch], strict=True)
+        )
+        return [FakeSource("gpu0", reading)]
+
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=sources)
+    with pytest.warns(MonitoringWarning, match="GPU-Util overstates") as caught:
+        fit(tiny_model(), [dial, monitor], epochs=len(rows))
+    overstated = [w for w in caught if "overstates" in str(w.message)]
+    assert len(overstated) == 1  # once per fit, at the first epoch that shows it
+    assert "GPU-Util 23.6 % but SM activity 0.5 % in epoch 2" in str(overstated[0].message)
+    scalars = read_scalars(tmp_path / "hardware")
+    as_logged = [(epoch, float(np.float32(util - sm))) for epoch, (util, sm) in enumerate(rows)]
+    assert scalars["gpu0/busy_but_idle_percent"] == as_logged
+    assert scalars["gpu0/sm_activity_percent/mean"][2] == (2, float(np.float32(0.5)))
 
 
 def test_a_reused_callback_reports_only_the_second_run(tmp_path):

@@ -187,6 +187,14 @@ def test_bad_arguments_name_the_argument_and_value(kwargs, error, message):
     assert message in str(raised.value)
 
 
+def test_another_keras_backend_is_refused_at_construction(monkeypatch):
+    # TensorFlow installed but Keras on JAX: TensorFlow's profiler would see none of the steps.
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    with pytest.raises(ValueError, match="sees only Keras's TensorFlow backend") as raised:
+        ProfileSteps("logs", steps=(1, 2))
+    assert "Received: keras.config.backend()='jax'" in str(raised.value)
+
+
 def test_missing_profile_plugin_is_a_clear_import_error_at_construction():
     code = textwrap.dedent(
         """

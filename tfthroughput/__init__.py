@@ -1,14 +1,18 @@
 """tfthroughput: see, fix and diagnose an idle accelerator in TensorFlow/Keras training.
 
 Public names are resolved lazily (PEP 562), so ``import tfthroughput`` imports neither
-TensorFlow nor NVML: the sampler core stays usable on machines without TensorFlow, and a
-user's GPU is not touched until a monitor actually starts.
+TensorFlow nor NVML: the sampler core and ``GPUMonitor`` stay usable on machines without
+TensorFlow (``GPUMonitor`` under Keras's JAX or PyTorch backend), a name that needs TensorFlow
+says so when it is used without it, and a user's GPU is not touched until a monitor actually
+starts.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from tfthroughput._optional import missing_package_error
 
 __version__ = "0.1.0"
 
@@ -60,7 +64,15 @@ def __getattr__(name: str) -> Any:
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'tfthroughput' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        # Only some names need TensorFlow (see the README's backend table): say which.
+        clear = missing_package_error(f"tfthroughput.{name}", error)
+        if clear is None:
+            raise
+        raise clear from error
+    value = getattr(module, name)
     globals()[name] = value  # resolve once; later look-ups skip __getattr__
     return value
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tfthroughput._optional import import_tensorflow
+
 INPUT_BOUND = "input-bound"
 COMPUTE_BOUND = "compute-bound"
 BALANCED = "balanced"
@@ -264,7 +266,7 @@ class DiagnosisReport:
             raise TypeError(f"`logdir` must be a folder path. Received: logdir={logdir!r}")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"`step` must be an int. Received: step={step!r}")
-        import tensorflow as tf
+        tf = import_tensorflow("DiagnosisReport.write_to_tensorboard")
 
         scalars = {
             "diagnosis/input_batches_per_second": self.input_batches_per_second,

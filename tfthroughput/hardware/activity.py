@@ -55,8 +55,7 @@ def overstates_work(utilization: float, sm_activity: float) -> bool:
         (True, False, False)
     """
     return (
-        utilization > MIN_UTILIZATION_PERCENT
-        and utilization >= OVERSTATEMENT_RATIO * sm_activity
+        utilization > MIN_UTILIZATION_PERCENT and utilization >= OVERSTATEMENT_RATIO * sm_activity
     )
 
 

@@ -240,8 +240,9 @@ class GPUMonitor(keras.callbacks.Callback):
         if iterations is None:
             return None
         try:
-            # convert_to_numpy works on every backend's variable (a torch tensor on a GPU too).
-            return int(keras.ops.convert_to_numpy(iterations))
+            # Keras's own scalar conversion, on every backend (a torch tensor on a GPU too);
+            # without the NumPy round trip that warns about `__array__` under NumPy 2.
+            return int(iterations)
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 

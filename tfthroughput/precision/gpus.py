@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfthroughput._optional import import_tensorflow
+
 # TensorFlow raises RuntimeError with these words when the device configuration is changed after
 # the runtime has created its devices.
 _ALREADY_INITIALISED = "cannot be modified after being initialized"
@@ -77,7 +79,7 @@ def configure_gpus(
         >>> print(config)
         no GPU visible to TensorFlow: nothing configured
     """
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.configure_gpus")
 
     return _configure(
         tf.config,

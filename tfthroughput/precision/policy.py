@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfthroughput._optional import import_tensorflow
 from tfthroughput._validation import check_positive_int
 
 # Policy names `recommend_precision` can return.
@@ -149,7 +150,7 @@ def describe_devices() -> tuple[DeviceDescription, ...]:
     Returns:
         One :class:`DeviceDescription` per physical TPU and GPU, then one for the host CPU.
     """
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.describe_devices")
 
     devices: list[DeviceDescription] = []
     for device in tf.config.list_physical_devices("TPU"):

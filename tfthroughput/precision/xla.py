@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tfthroughput._optional import import_tensorflow
+
 # Fragments of the messages TensorFlow raises when XLA cannot compile a graph (unsupported op,
 # shape that must be known at compile time, ...), as opposed to errors of the computation.
 _XLA_FAILURE_MARKERS = (
@@ -96,13 +98,13 @@ class JitChange:
 
 
 def _auto_clustering_enabled() -> bool:
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
 
     return tf.config.optimizer.get_jit() == "autoclustering"
 
 
 def _set_auto_clustering(enabled: bool) -> None:
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
 
     # `False`, not "": TensorFlow's documented off value.
     tf.config.optimizer.set_jit("autoclustering" if enabled else False)
@@ -193,7 +195,7 @@ class _JitFunction:
     def __init__(
         self, fn: Callable[..., Any], fallback: bool, function_kwargs: dict[str, Any]
     ) -> None:
-        import tensorflow as tf
+        tf = import_tensorflow("tfthroughput.jit_compile")
 
         self._python_function = fn
         self._fallback = fallback
