@@ -144,7 +144,9 @@ def test_events_written_without_tensorflow_read_back_exactly_by_tensorflow(backe
     assert history["gpu0_utilization_percent"] == [10.0, 20.0, 30.0]
     assert history["gpu0_busy_but_idle_percent"] == [7.5, 15.0, 22.5]
     # Steps come from the optimizer's iteration counter: 4 per epoch on this backend too.
-    for seconds, steps_per_second in zip(history["seconds"], history["steps_per_second"]):
+    for seconds, steps_per_second in zip(
+        history["seconds"], history["steps_per_second"], strict=True
+    ):
         assert steps_per_second * seconds == pytest.approx(4, rel=1e-6)
     logged_rates = [value for _, value in scalars["epoch/steps_per_second"]]
     assert logged_rates == pytest.approx(history["steps_per_second"], rel=1e-6)  # float32
