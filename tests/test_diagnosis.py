@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fakes import FakeSource
 
 from tfthroughput import diagnose
 from tfthroughput.diagnosis.measure import _input_bound_fraction, _recommendations, _verdict
@@ -20,6 +21,7 @@ from tfthroughput.diagnosis.report import (
     LAUNCH_OVERHEAD_BOUND,
     DiagnosisThresholds,
 )
+from tfthroughput.hardware.utilization import gpu_utilization
 
 
 def _tiny_model(optimizer="adam") -> keras.Model:
@@ -239,6 +241,72 @@ def test_probe_reading_is_checked(reading, error, match):
         diagnose(_tiny_model(), _tiny_dataset(), steps=1, repeats=1, utilization_probe=probe)
 
 
+# GPU-Util and SM activity of bf16 matmul loops on an H200: 64x64 (tiny kernels), 1024x1024,
+# 8192x8192.
+H200_ROWS = [(23.6, 0.5), (47.8, 27.5), (95.5, 92.5)]
+
+
+@pytest.mark.parametrize(
+    ("utilization", "sm_activity", "verdict"),
+    [
+        (*H200_ROWS[0], LAUNCH_OVERHEAD_BOUND),
+        (*H200_ROWS[1], COMPUTE_BOUND),
+        (*H200_ROWS[2], COMPUTE_BOUND),
+    ],
+)
+def test_sm_activity_far_below_gpu_util_is_launch_overhead(utilization, sm_activity, verdict):
+    # The tick clock makes every step 0.2 s: compute-bound by time alone. The default probe
+    # samples a fake GPU replaying one row of the table.
+    def probe():
+        reading = {"utilization_percent": utilization, "sm_activity_percent": sm_activity}
+        return gpu_utilization(0.05, sources=[FakeSource("gpu0", reading)])
+
+    report = diagnose(
+        _tiny_model(),
+        _tiny_dataset(),
+        steps=5,
+        repeats=2,
+        clock=TickClock(),
+        utilization_probe=probe,
+    )
+    assert report.compute_step_seconds == 0.2
+    assert report.gpu_utilization_percent == pytest.approx(utilization)
+    assert report.sm_activity_percent == pytest.approx(sm_activity)
+    assert report.verdict == verdict
+    actions = [r.action for r in report.recommendations]
+    if verdict == LAUNCH_OVERHEAD_BOUND:
+        assert actions == [
+            "a larger batch: find_batch_size",
+            "model.compile(..., steps_per_execution=N)",
+            "XLA: model.compile(..., jit_compile=True)",
+            "fewer, larger ops in the model",
+            'mixed_precision("auto")',
+        ]
+        evidence = "GPU-Util was 23.6% during fit but SM activity only 0.5%"
+        assert all(
+            evidence in r.reason for r in report.recommendations if "steps_per" not in r.action
+        )
+        assert f"SM activity {sm_activity:.1f}%" in str(report)
+    else:
+        assert "fewer, larger ops in the model" not in actions
+
+
+def test_an_sm_activity_reading_is_checked():
+    class Reading:
+        def __call__(self):
+            return 50.0
+
+        def sm_activity(self):
+            return 150.0
+
+    @contextlib.contextmanager
+    def probe():
+        yield Reading()
+
+    with pytest.raises(ValueError, match=r"`utilization_probe`'s sm_activity\(\) must be between"):
+        diagnose(_tiny_model(), _tiny_dataset(), steps=1, repeats=1, utilization_probe=probe)
+
+
 # ------------------------------------------------------------------------- pure rules
 
 
@@ -264,6 +332,22 @@ def test_input_bound_fraction_formula():
 )
 def test_verdict_rules_with_default_thresholds(fraction, step_seconds, verdict):
     assert _verdict(fraction, step_seconds, DiagnosisThresholds()) == verdict
+
+
+@pytest.mark.parametrize(
+    ("fraction", "utilization", "sm_activity", "verdict"),
+    [
+        (0.0, 23.6, 0.5, LAUNCH_OVERHEAD_BOUND),
+        (0.0, 47.8, 27.5, COMPUTE_BOUND),
+        (0.0, 95.5, 92.5, COMPUTE_BOUND),
+        (0.5, 23.6, 0.5, INPUT_BOUND),  # input first: its GPU idles whatever the kernels
+        (0.0, 23.6, None, COMPUTE_BOUND),  # no GPM: GPU-Util alone proves nothing
+    ],
+)
+def test_verdict_uses_sm_activity_when_measured(fraction, utilization, sm_activity, verdict):
+    thresholds = DiagnosisThresholds()
+    kwargs = {"gpu_utilization": utilization, "sm_activity": sm_activity}
+    assert _verdict(fraction, 0.5, thresholds, **kwargs) == verdict
 
 
 def test_thresholds_are_overridable():

@@ -17,7 +17,7 @@ from tfthroughput.diagnosis.report import (
 )
 
 
-def _report(gpu=None) -> DiagnosisReport:
+def _report(gpu=None, sm=None) -> DiagnosisReport:
     return DiagnosisReport(
         batch_size=32,
         steps=20,
@@ -31,6 +31,7 @@ def _report(gpu=None) -> DiagnosisReport:
             Recommendation("build_pipeline: parallel map", "the pipeline is 4.0x too slow."),
         ),
         gpu_utilization_percent=gpu,
+        sm_activity_percent=sm,
     )
 
 
@@ -82,6 +83,12 @@ def test_markdown():
     assert markdown.endswith("1. `build_pipeline: parallel map`: the pipeline is 4.0x too slow.")
 
 
+def test_sm_activity_is_shown_beside_gpu_util_where_measured():
+    assert "GPU utilization: 24% during (c), SM activity 0.5%" in str(_report(gpu=23.6, sm=0.5))
+    assert "- GPU utilization: 24% during (c), SM activity 0.5%" in _report(23.6, 0.5).to_markdown()
+    assert "GPU utilization: 24% during (c)\n" in str(_report(gpu=23.6))
+
+
 def _read_events(logdir):
     (path,) = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
     found = {}
@@ -92,7 +99,7 @@ def _read_events(logdir):
 
 
 def test_tensorboard_text_and_scalars_read_back(tmp_path):
-    report = _report(gpu=37.5)
+    report = _report(gpu=37.5, sm=0.5)
     report.write_to_tensorboard(str(tmp_path), step=3)
 
     events = _read_events(str(tmp_path))
@@ -103,12 +110,14 @@ def test_tensorboard_text_and_scalars_read_back(tmp_path):
     assert events["diagnosis/fit_batches_per_second"] == (3, pytest.approx(20.0))
     assert events["diagnosis/input_bound_fraction"][1] == pytest.approx(0.8)
     assert events["diagnosis/gpu_utilization_percent"][1] == pytest.approx(37.5)
+    assert events["diagnosis/sm_activity_percent"][1] == pytest.approx(0.5)
 
 
 def test_tensorboard_skips_unmeasured_gpu(tmp_path):
     _report().write_to_tensorboard(tmp_path)  # a PathLike works too
     events = _read_events(str(tmp_path))
     assert "diagnosis/gpu_utilization_percent" not in events
+    assert "diagnosis/sm_activity_percent" not in events
     assert events["diagnosis/input_batches_per_second"] == (0, pytest.approx(25.0))
 
 

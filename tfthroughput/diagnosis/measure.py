@@ -26,6 +26,7 @@ from tfthroughput.diagnosis.report import (
     DiagnosisThresholds,
     Recommendation,
 )
+from tfthroughput.hardware.activity import overstates_work
 from tfthroughput.hardware.utilization import gpu_utilization
 
 # Batches held in memory for the compute-only measurement (b). A few distinct batches are
@@ -86,11 +87,14 @@ def diagnose(
             manager entered when the timed epoch begins, and exited when that ``fit``
             returns; the value its ``__enter__`` returned is then called with no argument and
             returns the mean GPU utilization of that span in percent (0..100), or ``None`` if
-            it could not measure. The report carries the mean of the rounds' readings (``None``
-            readings left out). Defaults to
-            :func:`tfthroughput.hardware.utilization.gpu_utilization`:
-            GPU-Util of every GPU this process uses, through NVML (``None`` on a machine
-            without an NVIDIA GPU). ``None``: not measured.
+            it could not measure; if that value also has an ``sm_activity()`` method, it gives
+            the span's mean SM activity in percent (or ``None``), and a GPU-Util above 20 % at
+            least twice SM activity makes the verdict ``launch-overhead-bound`` (tiny
+            kernels). The report carries the mean of the rounds' readings (``None`` readings
+            left out). Defaults to :func:`tfthroughput.hardware.utilization.gpu_utilization`:
+            GPU-Util of every GPU this process uses through NVML, and GPM's SM activity on
+            GPUs that have it (Hopper and newer); ``None`` on a machine without an NVIDIA GPU.
+            ``None``: not measured.
         clock: Seconds-returning clock, injectable for tests. Defaults to
             ``time.perf_counter``.
 
@@ -156,21 +160,33 @@ def diagnose(
         compute_seconds: list[float] = []
         fit_seconds: list[float] = []
         utilizations: list[float] = []
+        sm_activities: list[float] = []
         for _ in range(repeats):
             compute_seconds += _timed_fit(model, in_memory, steps=steps, repeats=1, clock=clock)
-            seconds, utilization = _fit_round(model, repeated, steps, clock, utilization_probe)
+            seconds, utilization, sm_activity = _fit_round(
+                model, repeated, steps, clock, utilization_probe
+            )
             fit_seconds += seconds
             if utilization is not None:
                 utilizations.append(utilization)
+            if sm_activity is not None:
+                sm_activities.append(sm_activity)
     finally:
         _restore(model, saved)
 
     gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
+    sm_activity = sum(sm_activities) / len(sm_activities) if sm_activities else None
     input_rate = statistics.median(input_rates)
     compute_rate = _rate(steps, statistics.median(compute_seconds))
     fit_rate = _rate(steps, statistics.median(fit_seconds))
     fraction = _input_bound_fraction(compute_rate, fit_rate)
-    verdict = _verdict(fraction, _per(compute_rate), thresholds)
+    verdict = _verdict(
+        fraction,
+        _per(compute_rate),
+        thresholds,
+        gpu_utilization=gpu_utilization,
+        sm_activity=sm_activity,
+    )
     recommendations = _recommendations(
         verdict=verdict,
         input_rate=input_rate,
@@ -181,6 +197,7 @@ def diagnose(
         jit_compiled=bool(getattr(model, "jit_compile", False)),
         gpu_utilization=gpu_utilization,
         thresholds=thresholds,
+        sm_activity=sm_activity,
     )
     return DiagnosisReport(
         batch_size=batch_size,
@@ -194,6 +211,7 @@ def diagnose(
         recommendations=recommendations,
         gpu_utilization_percent=gpu_utilization,
         thresholds=thresholds,
+        sm_activity_percent=sm_activity,
     )
 
 
@@ -203,8 +221,9 @@ def _fit_round(
     steps: int,
     clock: Callable[[], float],
     utilization_probe: UtilizationProbe | None,
-) -> tuple[list[float], float | None]:
-    """One (c) measurement; the probe, if any, spans its timed epoch."""
+) -> tuple[list[float], float | None, float | None]:
+    """One (c) measurement; the probe, if any, spans its timed epoch. Returns the seconds,
+    the GPU-Util and the SM activity read (each ``None`` if not)."""
     with contextlib.ExitStack() as stack:
         readings: list[Callable[[], float | None]] = []
 
@@ -219,7 +238,14 @@ def _fit_round(
             clock=clock,
             on_measure_begin=None if utilization_probe is None else on_measure_begin,
         )
-    return seconds, _check_utilization(readings[0]()) if readings else None
+    if not readings:
+        return seconds, None, None
+    sm_activity = getattr(readings[0], "sm_activity", None)
+    return (
+        seconds,
+        _check_utilization(readings[0]()),
+        _check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
+    )
 
 
 # ---------------------------------------------------------------------------- validation
@@ -238,18 +264,17 @@ def _check_model(model: object) -> None:
         )
 
 
-def _check_utilization(value: object) -> float | None:
+def _check_utilization(value: object, what: str = "reading") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            "`utilization_probe`'s reading must be a number of percent or None. "
-            f"Received: {value!r}"
+            f"`utilization_probe`'s {what} must be a number of percent or None. Received: {value!r}"
         )
     value = float(value)
     if not 0.0 <= value <= 100.0 or math.isnan(value):
         raise ValueError(
-            f"`utilization_probe`'s reading must be between 0 and 100 percent. Received: {value}"
+            f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
         )
     return value
 
@@ -307,14 +332,32 @@ def _input_bound_fraction(compute_rate: float, fit_rate: float) -> float:
     return min(1.0, max(0.0, 1.0 - fit_rate / compute_rate))
 
 
-def _verdict(fraction: float, compute_step_seconds: float, thresholds: DiagnosisThresholds) -> str:
+def _verdict(
+    fraction: float,
+    compute_step_seconds: float,
+    thresholds: DiagnosisThresholds,
+    *,
+    gpu_utilization: float | None = None,
+    sm_activity: float | None = None,
+) -> str:
     if fraction >= thresholds.input_bound_fraction:
         return INPUT_BOUND
-    if compute_step_seconds < thresholds.launch_overhead_step_seconds:
+    if compute_step_seconds < thresholds.launch_overhead_step_seconds or _tiny_kernels(
+        gpu_utilization, sm_activity
+    ):
         return LAUNCH_OVERHEAD_BOUND
     if fraction <= thresholds.compute_bound_fraction:
         return COMPUTE_BOUND
     return BALANCED
+
+
+def _tiny_kernels(gpu_utilization: float | None, sm_activity: float | None) -> bool:
+    """GPU-Util far above SM activity: kernels ran, but too small to fill the GPU."""
+    return (
+        gpu_utilization is not None
+        and sm_activity is not None
+        and overstates_work(gpu_utilization, sm_activity)
+    )
 
 
 def _compute_dtype(model: keras.Model) -> str:
@@ -333,6 +376,7 @@ def _recommendations(
     jit_compiled: bool,
     gpu_utilization: float | None,
     thresholds: DiagnosisThresholds,
+    sm_activity: float | None = None,
 ) -> tuple[Recommendation, ...]:
     """Concrete changes for a verdict, each with the measurement behind it."""
     recs: list[Recommendation] = []
@@ -369,14 +413,22 @@ def _recommendations(
             )
     step_ms = _per(compute_rate) * 1000
     if verdict == LAUNCH_OVERHEAD_BOUND:
+        # Tiny kernels (GPU-Util far above SM activity) or tiny steps: both are fixed costs.
+        tiny_kernels = _tiny_kernels(gpu_utilization, sm_activity)
+        evidence = (
+            f"GPU-Util was {gpu_utilization:.1f}% during fit but SM activity only "
+            f"{sm_activity:.1f}%: kernels were running, yet each kept few SMs busy"
+            if tiny_kernels
+            else f"a compute-only step takes {step_ms:.2f} ms, under the "
+            f"{thresholds.launch_overhead_step_seconds * 1000:.1f} ms where fixed per-step "
+            "costs dominate"
+        )
         recs.append(
             Recommendation(
                 "a larger batch: find_batch_size",
-                f"a compute-only step takes {step_ms:.2f} ms, under the "
-                f"{thresholds.launch_overhead_step_seconds * 1000:.1f} ms where fixed per-step "
-                "costs dominate; a larger batch does more work per step at almost the same "
-                "fixed cost, and find_batch_size measures the examples/s curve up to the "
-                "largest batch that fits.",
+                f"{evidence}; a larger batch does more work per step and per kernel at almost "
+                "the same fixed cost, and find_batch_size measures the examples/s curve up to "
+                "the largest batch that fits.",
             )
         )
         recs.append(
@@ -390,10 +442,30 @@ def _recommendations(
             recs.append(
                 Recommendation(
                     "XLA: model.compile(..., jit_compile=True)",
-                    f"the {step_ms:.2f} ms step is not XLA-compiled; XLA fuses its many small "
-                    "kernels into fewer launches.",
+                    f"{evidence}; XLA fuses the step's many small kernels into fewer, larger ones."
+                    if tiny_kernels
+                    else f"the {step_ms:.2f} ms step is not XLA-compiled; XLA fuses its many "
+                    "small kernels into fewer launches.",
                 )
             )
+        if tiny_kernels:
+            recs.append(
+                Recommendation(
+                    "fewer, larger ops in the model",
+                    f"{evidence}; every op is at least one kernel launch: vectorise loops over "
+                    "examples or features, merge many narrow layers into fewer wide ones, and "
+                    "keep Python-side work (py_function, per-step NumPy) out of the step.",
+                )
+            )
+            if compute_dtype == "float32":
+                recs.append(
+                    Recommendation(
+                        'mixed_precision("auto")',
+                        f"{evidence}, in float32; mixed precision halves the bytes each kernel "
+                        "moves, runs matmuls on the tensor cores, and leaves memory for the "
+                        "larger batch.",
+                    )
+                )
     if verdict in (COMPUTE_BOUND, BALANCED):
         share = f"fit reaches {min(fit_rate / compute_rate, 1.0):.0%} of the compute-only limit"
         if compute_dtype == "float32":

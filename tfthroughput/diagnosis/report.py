@@ -36,6 +36,8 @@ TENSORBOARD_TAGS = {
     "diagnosis/input_bound_fraction": "fraction 0..1 of the fit step spent waiting on input",
     "diagnosis/gpu_utilization_percent": "percent 0..100, mean during the fit measurement "
     "(written only when measured)",
+    "diagnosis/sm_activity_percent": "percent 0..100, mean GPM SM activity during the fit "
+    "measurement (written only when measured: Hopper and newer)",
 }
 
 
@@ -47,7 +49,8 @@ class DiagnosisThresholds:
     compute-only step time ``t``:
 
     1. ``f >= input_bound_fraction``: ``"input-bound"``.
-    2. ``t < launch_overhead_step_seconds``: ``"launch-overhead-bound"``.
+    2. ``t < launch_overhead_step_seconds``, or GPU-Util above 20 % and at least twice SM
+       activity (where SM activity was measured: tiny kernels): ``"launch-overhead-bound"``.
     3. ``f <= compute_bound_fraction``: ``"compute-bound"``.
     4. otherwise: ``"balanced"``.
 
@@ -129,6 +132,10 @@ class DiagnosisReport:
         gpu_utilization_percent: Mean GPU utilization (0..100) during (c), or ``None`` when
             not measured.
         thresholds: The :class:`DiagnosisThresholds` the verdict used.
+        sm_activity_percent: Mean GPM SM activity (0..100) during (c), or ``None`` when not
+            measured (GPM exists on Hopper and newer). Far below ``gpu_utilization_percent``,
+            it means tiny kernels: GPU-Util counts the time any kernel runs, however few SMs
+            it keeps busy.
     """
 
     batch_size: int
@@ -142,6 +149,7 @@ class DiagnosisReport:
     recommendations: tuple[Recommendation, ...]
     gpu_utilization_percent: float | None = None
     thresholds: DiagnosisThresholds = DiagnosisThresholds()
+    sm_activity_percent: float | None = None
 
     @property
     def input_examples_per_second(self) -> float:
@@ -196,6 +204,8 @@ class DiagnosisReport:
             if self.gpu_utilization_percent is None
             else f"{self.gpu_utilization_percent:.0f}% during (c)"
         )
+        if self.sm_activity_percent is not None:
+            gpu += f", SM activity {self.sm_activity_percent:.1f}%"
         return [
             f"Verdict: {self.verdict} ({_VERDICT_MEANING.get(self.verdict, '')})",
             f"Input-bound fraction: {self.input_bound_fraction:.0%} of each fit step waits "
@@ -276,6 +286,8 @@ class DiagnosisReport:
         }
         if self.gpu_utilization_percent is not None:
             scalars["diagnosis/gpu_utilization_percent"] = self.gpu_utilization_percent
+        if self.sm_activity_percent is not None:
+            scalars["diagnosis/sm_activity_percent"] = self.sm_activity_percent
         writer = tf.summary.create_file_writer(os.fspath(logdir))
         try:
             with writer.as_default():
