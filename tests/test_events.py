@@ -11,6 +11,7 @@ from readme import logged_tags_table
 from tensorboard.plugins.scalar.summary import scalar_pb
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from tfthroughput.hardware.activity import BUSY_BUT_IDLE
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats, summarize
@@ -108,6 +109,13 @@ def test_only_the_tiny_kernel_row_warns_that_gpu_util_overstates_the_work():
     assert "`gpu0/busy_but_idle_percent`" in messages[0]
     no_sm_at_all = overstated_utilization_warning(_activity_stats(30.0, 0.0), 0)
     assert "overstates the work far" in no_sm_at_all
+
+
+def test_the_readme_lists_the_busy_but_idle_tag_with_its_unit():
+    rows = {tag: (unit, meaning) for tag, unit, meaning in logged_tags_table()}
+    unit, meaning = rows[f"`gpu<i>/{BUSY_BUT_IDLE}`"]
+    assert unit == "%"
+    assert "GPU-Util minus" in meaning and "SM activity" in meaning
 
 
 def test_the_readme_lists_every_epoch_figure():
