@@ -61,6 +61,7 @@ class DiagnosisThresholds:
             so a compute-only step shorter than this is mostly fixed cost.
 
     Raises:
+        TypeError: If a field is not a number.
         ValueError: If a fraction is outside ``[0, 1]``, ``compute_bound_fraction`` is not
             below ``input_bound_fraction``, or ``launch_overhead_step_seconds`` is negative.
     """
@@ -83,11 +84,14 @@ class DiagnosisThresholds:
                 f"input_bound_fraction={self.input_bound_fraction}"
             )
         value = self.launch_overhead_step_seconds
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(
-                "`launch_overhead_step_seconds` must be a non-negative number of seconds. "
-                f"Received: launch_overhead_step_seconds={value!r}"
-            )
+        expected = (
+            "`launch_overhead_step_seconds` must be a non-negative number of seconds. "
+            f"Received: launch_overhead_step_seconds={value!r}"
+        )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(expected)
+        if value < 0:
+            raise ValueError(expected)
 
 
 @dataclass(frozen=True)
