@@ -1,0 +1,408 @@
+"""Check any ``tf.data`` pipeline against TensorFlow's data performance guide, from its graph."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from tfthroughput.data._graph import (
+    AUTOTUNE,
+    BATCH_OPS,
+    INTERLEAVE_OPS,
+    MAP_OPS,
+    SHUFFLE_OPS,
+    DatasetGraph,
+    Stage,
+    autotune_cycle_length,
+    schedulable_cores,
+)
+
+_PARALLEL_OPS = frozenset(
+    {"ParallelMapDatasetV2", "ParallelBatchDataset", *INTERLEAVE_OPS} - {"InterleaveDataset"}
+)
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One thing in a pipeline that costs throughput, and the change that fixes it.
+
+    Attributes:
+        rule: Short name of the check, e.g. ``"sequential-map"``.
+        position: The stage's position, counted from 1 at the source.
+        op: The TensorFlow op of the stage, e.g. ``"MapDataset"``.
+        transformation: The stage as written, e.g. ``"map(decode)"``.
+        problem: What is wrong and what it costs.
+        fix: What to change: a :func:`tfthroughput.build_pipeline` option or a ``tf.data`` call.
+    """
+
+    rule: str
+    position: int
+    op: str
+    transformation: str
+    problem: str
+    fix: str
+
+    @property
+    def stage(self) -> str:
+        """``"stage 2: map(decode) (MapDataset)"``."""
+        return f"stage {self.position}: {self.transformation} ({self.op})"
+
+    def __str__(self) -> str:
+        return f"{self.stage}\n  problem: {self.problem}\n  fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class PipelineLint:
+    """What :func:`lint_pipeline` read from a dataset's graph.
+
+    Attributes:
+        stages: The transformations as written, source first, e.g.
+            ``("range (RangeDataset)", "map(decode) (MapDataset)", ...)``; a finding's
+            ``position`` indexes this from 1.
+        findings: The problems found, in pipeline order.
+        runtime: What tf.data changes by itself when the pipeline is iterated (its default
+            graph rewrites, and values it fixes when the dataset is made), as sentences.
+    """
+
+    stages: tuple[str, ...]
+    findings: tuple[LintFinding, ...]
+    runtime: tuple[str, ...] = ()
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The ``rule`` of each finding, in order."""
+        return tuple(finding.rule for finding in self.findings)
+
+    def __str__(self) -> str:
+        lines = ["pipeline: " + " -> ".join(s.split(" (")[0] for s in self.stages)]
+        if self.findings:
+            lines.append(f"{len(self.findings)} finding(s):")
+            lines += [f"{i}. {finding}" for i, finding in enumerate(self.findings, 1)]
+        else:
+            lines.append("no findings")
+        if self.runtime:
+            lines.append("tf.data at run time:")
+            lines += [f"- {note}" for note in self.runtime]
+        return "\n".join(lines)
+
+
+def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
+    """Check a ``tf.data`` pipeline for the mistakes TensorFlow's data guide warns about.
+
+    Reads the dataset's graph (the one TensorFlow serialises, so any dataset works, not only
+    one from :func:`build_pipeline`) and walks it from the source to the last stage. Each
+    finding names the stage (position and op), the problem and the fix. TensorFlow 2.21's own
+    rewrites are accounted for (and listed in ``runtime``): a plain ``map`` of a stateless
+    function is parallelised by tf.data itself (``map_parallelization``, with autotuning on),
+    and a ``prefetch(AUTOTUNE)`` is appended after a last stage that is synchronous
+    (``inject_prefetch``), so neither is reported as missing then.
+
+    Checks:
+        * ``no-final-prefetch``: the last stage is not ``prefetch`` and tf.data adds none.
+        * ``sequential-map``: a per-example ``map`` (before ``batch``) that runs one call at a
+          time, and why tf.data does not parallelise it.
+        * ``cache-after-random`` / ``cache-after-batch``: a ``cache`` that stores a shuffle's
+          or a random function's output (every epoch replays the first), or whole batches.
+        * ``shuffle-after-batch`` / ``small-shuffle-buffer``: a shuffle of whole batches, or a
+          buffer smaller than one batch.
+        * ``sequential-file-reads``: an ``interleave`` or ``flat_map`` over several files that
+          reads one file at a time (cycle length 1, also when ``AUTOTUNE`` fixed it to 1).
+        * ``deterministic-without-seed``: a parallel stage that keeps the input order while an
+          unseeded shuffle or random op makes the order differ from run to run anyway.
+        * ``per-example-work-after-batch``: ``tf.map_fn`` (a loop over the examples) in a
+          ``map`` after ``batch``, or an ``unbatch`` after ``batch``.
+        * ``sequential-generator``: a ``from_generator`` source read by one Python generator.
+
+    Args:
+        dataset: Any ``tf.data.Dataset``.
+
+    Returns:
+        A frozen :class:`PipelineLint`; ``print()`` it for a readable list.
+
+    Raises:
+        TypeError: If ``dataset`` is not a ``tf.data.Dataset``.
+
+    Example:
+        >>> ds = tf.data.Dataset.range(100).map(lambda x: x + tf.random.uniform([], 0, 2,
+        ...     dtype=tf.int64)).cache().batch(10)
+        >>> lint_pipeline(ds).rules
+        ('sequential-map', 'cache-after-random')
+    """
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
+            f"of type {type(dataset).__name__}"
+        )
+    graph = DatasetGraph(dataset)
+    findings: list[LintFinding] = []
+    for check in _CHECKS:
+        findings.extend(check(graph))
+    findings.sort(key=lambda finding: finding.position)
+    return PipelineLint(
+        stages=tuple(f"{s.transformation} ({s.op})" for s in graph.stages),
+        findings=tuple(findings),
+        runtime=tuple(_runtime_notes(graph)),
+    )
+
+
+def _finding(rule: str, stage: Stage, problem: str, fix: str) -> LintFinding:
+    return LintFinding(rule, stage.position, stage.op, stage.transformation, problem, fix)
+
+
+def _is_batched(graph: DatasetGraph, stage: Stage) -> Stage | None:
+    """The nearest ``batch`` stage upstream of ``stage``, if any."""
+    return next((s for s in graph.upstream(stage) if s.op in BATCH_OPS), None)
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def _final_prefetch(graph: DatasetGraph) -> Iterator[LintFinding]:
+    last = graph.last
+    if last.op == "PrefetchDataset" or graph.prefetch_injected():
+        return
+    if graph.runs_async(last):
+        fused = " (tf.data fuses it with the map before it into one MapAndBatch stage)" * (
+            last.op in ("BatchDataset", "BatchDatasetV2")
+        )
+        problem = (
+            f"the pipeline ends with an asynchronous stage{fused}, after which tf.data's "
+            "inject_prefetch adds no prefetch; its buffer holds only the calls in flight, so a "
+            "slow element or a fast run of training steps empties it and the step waits."
+        )
+    else:
+        why = "autotuning is off" if not graph.autotune else "inject_prefetch is switched off"
+        problem = (
+            f"the pipeline does not end with prefetch, and tf.data adds none ({why}): the "
+            "training step and the input pipeline take turns instead of overlapping."
+        )
+    yield _finding(
+        "no-final-prefetch",
+        last,
+        problem,
+        "end with .prefetch(tf.data.AUTOTUNE) (build_pipeline always does).",
+    )
+
+
+def _sequential_maps(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        if stage.op not in MAP_OPS or _is_batched(graph, stage) or graph.runs_in_parallel(stage):
+            continue
+        if stage.op == "MapDataset":
+            why = f"tf.data leaves it sequential because {graph.map_parallelization_reason(stage)}"
+        else:
+            why = "it was made with num_parallel_calls=1"
+        yield _finding(
+            "sequential-map",
+            stage,
+            f"this per-example map runs one element at a time: {why}.",
+            "map(..., num_parallel_calls=tf.data.AUTOTUNE), or pass the function to "
+            "build_pipeline as preprocess_fn (deterministic work) or augment_fn (random work).",
+        )
+
+
+def _cache_placement(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        if stage.op not in ("CacheDataset", "CacheDatasetV2"):
+            continue
+        upstream = graph.upstream(stage)
+        random_stage = next(
+            (s for s in upstream if s.op in SHUFFLE_OPS or graph.random_ops(s)), None
+        )
+        if random_stage is not None:
+            what = "a shuffle" if random_stage.op in SHUFFLE_OPS else "random ops"
+            yield _finding(
+                "cache-after-random",
+                stage,
+                f"it caches the output of {random_stage} ({what}): every epoch after the "
+                "first replays the first epoch's order and random draws.",
+                "cache before the shuffle and the random work: build_pipeline(preprocess_fn="
+                "..., cache=True, shuffle_buffer=..., augment_fn=...) orders them so.",
+            )
+        batch = _is_batched(graph, stage)
+        if batch is not None:
+            yield _finding(
+                "cache-after-batch",
+                stage,
+                f"it caches whole batches from {batch}: every epoch gets the same batches "
+                "(a later shuffle only reorders them).",
+                "cache the examples before batch: .cache().shuffle(...).batch(...) "
+                "(build_pipeline(cache=True, shuffle_buffer=..., batch_size=...)).",
+            )
+
+
+def _shuffle_placement(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        if stage.op not in SHUFFLE_OPS:
+            continue
+        batch = _is_batched(graph, stage)
+        if batch is not None:
+            yield _finding(
+                "shuffle-after-batch",
+                stage,
+                f"it shuffles whole batches made by {batch}: the same examples share a batch "
+                "in every epoch.",
+                "shuffle the examples before batch: .shuffle(buffer_size).batch(batch_size) "
+                "(build_pipeline(shuffle_buffer=...) places it there).",
+            )
+            continue
+        buffer_size = graph.argument(stage, "buffer_size")
+        later_batch = next((s for s in graph.downstream(stage) if s.op in BATCH_OPS), None)
+        batch_size = None if later_batch is None else graph.argument(later_batch, "batch_size")
+        if buffer_size is not None and batch_size is not None and 0 < buffer_size < batch_size:
+            yield _finding(
+                "small-shuffle-buffer",
+                stage,
+                f"its buffer holds {buffer_size} examples, fewer than one batch of "
+                f"{batch_size} ({later_batch}): each batch is drawn from barely more than "
+                "its own examples, in nearly the source order.",
+                "a shuffle buffer of many batches (ideally the dataset size, if it fits in "
+                "memory): shuffle(buffer_size=...) / build_pipeline(shuffle_buffer=...).",
+            )
+
+
+def _file_reads(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        if stage.op not in (*INTERLEAVE_OPS, "FlatMapDataset") or graph.is_generator(stage.node):
+            continue
+        if not graph.reads_files(stage) or graph.file_count(stage) == 1:
+            continue
+        if stage.op == "FlatMapDataset":
+            how = "flat_map reads the files one after the other"
+        else:
+            if graph.cycle_length(stage) != 1:
+                continue
+            how = "its cycle length is 1, so it reads one file at a time" + (
+                f" (what cycle_length=AUTOTUNE is fixed to when the dataset is made on "
+                f"{schedulable_cores()} cores: ceil(cores / 3))"
+                if stage.op != "InterleaveDataset"
+                and graph.argument(stage, "num_parallel_calls") == AUTOTUNE
+                and autotune_cycle_length(parallel=True) == 1
+                else ""
+            )
+        yield _finding(
+            "sequential-file-reads",
+            stage,
+            f"{how}; with slow or remote storage, reading is the bottleneck.",
+            "read several files at once with an explicit count: build_pipeline(files, "
+            "parallel_reads=N), interleave(..., cycle_length=N, num_parallel_calls="
+            "tf.data.AUTOTUNE), or TFRecordDataset(files, num_parallel_reads=N), N > 1.",
+        )
+
+
+def _determinism(graph: DatasetGraph) -> Iterator[LintFinding]:
+    unseeded = [
+        s
+        for s in graph.stages
+        if (
+            s.op in SHUFFLE_OPS
+            and graph.argument(s, "seed") == 0
+            and graph.argument(s, "seed2") == 0
+        )
+        or graph.unseeded_random_ops(s)
+    ]
+    if not unseeded:
+        return
+    default = graph.options.deterministic is not False
+    for stage in graph.stages:
+        if stage.op not in _PARALLEL_OPS:
+            continue
+        calls = graph.argument(stage, "num_parallel_calls")
+        if calls is not None and calls not in (AUTOTUNE,) and calls <= 1:
+            continue
+        setting = graph.attr_string(stage, "deterministic") or "default"
+        if setting == "false" or (setting == "default" and not default):
+            continue
+        source = (
+            "deterministic=True"
+            if setting == "true"
+            else "tf.data's default, Options.deterministic=True"
+        )
+        yield _finding(
+            "deterministic-without-seed",
+            stage,
+            f"it keeps the input order ({source}), so a slow element holds back the ones "
+            f"ready after it, yet {unseeded[0]} draws without a seed: the order differs from "
+            "run to run anyway.",
+            "deterministic=False on this stage, or options.deterministic=False for the "
+            "pipeline (build_pipeline's default); keep the order only with seeded randomness "
+            "(shuffle(..., seed=...)) when runs must repeat exactly.",
+        )
+
+
+def _work_after_batch(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        batch = _is_batched(graph, stage)
+        if batch is None:
+            continue
+        if stage.op in MAP_OPS and graph.has_loop(stage):
+            problem = (
+                f"its function loops over the examples of each batch from {batch} "
+                "(tf.map_fn or a while loop): the per-example work runs one example at a time "
+                "inside a single call."
+            )
+        elif stage.op == "UnbatchDataset":
+            problem = f"it splits the batches of {batch} back into examples: the work between them was per-example after all."
+        else:
+            continue
+        yield _finding(
+            "per-example-work-after-batch",
+            stage,
+            problem,
+            "do per-example work before batch in a parallel map (build_pipeline's "
+            "preprocess_fn / augment_fn), and keep only vectorised work after it (batch_fn).",
+        )
+
+
+def _generators(graph: DatasetGraph) -> Iterator[LintFinding]:
+    for stage in graph.stages:
+        # A generator read inside a parallel interleave is in the interleave's function, not
+        # a stage of this graph, so only a top-level one is reported.
+        if not graph.is_generator(stage.node):
+            continue
+        yield _finding(
+            "sequential-generator",
+            stage,
+            "one Python generator produces every element, one at a time and holding the "
+            "GIL: nothing after it can go faster than it yields.",
+            "split the source into shards and read several at once: "
+            "build_pipeline(tf.data.Dataset.range(N), read_fn=lambda i: "
+            "tf.data.Dataset.from_generator(gen, args=(i,), output_signature=...), "
+            "parallel_reads=N) (an interleave with cycle_length=N).",
+        )
+
+
+_CHECKS = (
+    _final_prefetch,
+    _sequential_maps,
+    _cache_placement,
+    _shuffle_placement,
+    _file_reads,
+    _determinism,
+    _work_after_batch,
+    _generators,
+)
+
+
+def _runtime_notes(graph: DatasetGraph) -> Iterator[str]:
+    for stage in graph.stages:
+        if stage.op == "MapDataset" and graph.runs_in_parallel(stage):
+            yield (
+                f"{stage} runs in parallel anyway: tf.data's map_parallelization rewrite "
+                "(on by default, with autotuning) gives a map of a stateless function "
+                "num_parallel_calls=AUTOTUNE and keeps its order (deterministic=True)."
+            )
+        if stage.op in INTERLEAVE_OPS:
+            yield (
+                f"{stage}: its cycle length, {graph.cycle_length(stage)}, was fixed when the "
+                "dataset was made (cycle_length=AUTOTUNE becomes ceil(cores / 3) for a "
+                "parallel interleave) and is never retuned"
+                + ("; only its parallelism is." if stage.op != "InterleaveDataset" else ".")
+            )
+    if graph.prefetch_injected():
+        yield (
+            f"tf.data appends prefetch(AUTOTUNE) after {graph.last} (its inject_prefetch "
+            "rewrite, on by default with autotuning, because that stage is synchronous)."
+        )
