@@ -275,7 +275,7 @@ class DatasetGraph:
         return None
 
     def function_label(self, node: node_def_pb2.NodeDef) -> str:
-        """The user's function name, e.g. ``"decode"`` from ``__inference_Dataset_map_decode_12``."""
+        """The user's function name: ``"decode"`` from ``__inference_Dataset_map_decode_12``."""
         function = self.function_of(node)
         if function is None:
             return ""
@@ -389,7 +389,10 @@ class DatasetGraph:
         if stage.op != "MapDataset":
             return "it is not a plain map"
         if not self.autotune:
-            return "autotuning is off (options.autotune.enabled=False), and tf.data parallelises maps only with it"
+            return (
+                "autotuning is off (options.autotune.enabled=False), and tf.data "
+                "parallelises maps only with it"
+            )
         if not self._optimization_on("map_parallelization"):
             return "options.experimental_optimization.map_parallelization is off"
         if self.attr_bool(stage, "force_synchronous"):

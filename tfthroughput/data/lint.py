@@ -344,7 +344,10 @@ def _work_after_batch(graph: DatasetGraph) -> Iterator[LintFinding]:
                 "inside a single call."
             )
         elif stage.op == "UnbatchDataset":
-            problem = f"it splits the batches of {batch} back into examples: the work between them was per-example after all."
+            problem = (
+                f"it splits the batches of {batch} back into examples: the work between "
+                "them was per-example after all."
+            )
         else:
             continue
         yield _finding(
