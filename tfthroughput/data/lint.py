@@ -315,6 +315,11 @@ def _determinism(graph: DatasetGraph) -> Iterator[LintFinding]:
         setting = graph.attr_string(stage, "deterministic") or "default"
         if setting == "false" or (setting == "default" and not default):
             continue
+        drawn = (
+            "shuffles without a seed"
+            if unseeded[0].op in SHUFFLE_OPS
+            else "draws random values without a seed"
+        )
         source = (
             "deterministic=True"
             if setting == "true"
@@ -324,8 +329,8 @@ def _determinism(graph: DatasetGraph) -> Iterator[LintFinding]:
             "deterministic-without-seed",
             stage,
             f"it keeps the input order ({source}), so a slow element holds back the ones "
-            f"ready after it, yet {unseeded[0]} draws without a seed: the order differs from "
-            "run to run anyway.",
+            f"ready after it, yet {unseeded[0]} {drawn}: the data differs from run to run "
+            "anyway.",
             "deterministic=False on this stage, or options.deterministic=False for the "
             "pipeline (build_pipeline's default); keep the order only with seeded randomness "
             "(shuffle(..., seed=...)) when runs must repeat exactly.",
