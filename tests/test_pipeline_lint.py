@@ -86,6 +86,17 @@ def test_sequential_map_of_a_stateful_function():
     assert "augment_fn" in finding.fix
 
 
+def test_sequential_map_of_whole_batches():
+    def slow_batch(batch):
+        return tf.py_function(lambda b: b, [batch], tf.int64)
+
+    finding = _only(lint_pipeline(_range().batch(8).map(slow_batch).prefetch(1)), "sequential-map")
+    assert finding.stage == "stage 3: map(slow_batch) (MapDataset)"
+    assert "this per-batch map runs one batch at a time" in finding.problem
+    assert "stateful ops (EagerPyFunc)" in finding.problem
+    assert "batch_fn" in finding.fix
+
+
 def test_sequential_map_with_one_parallel_call_or_synchronous():
     one = _range().map(double, num_parallel_calls=1).prefetch(1)
     assert "num_parallel_calls=1" in _only(lint_pipeline(one), "sequential-map").problem
@@ -233,13 +244,13 @@ def test_a_full_build_pipeline_has_no_findings():
     assert lint.findings == ()
     assert [stage.split(" (")[0] for stage in lint.stages] == [
         "from_tensor_slices",
-        "map(call)",
+        "map(preprocess_fn)",
         "cache",
         "shuffle",
         "repeat",
-        "map(call)",
+        "map(augment_fn)",
         "batch",
-        "map(call)",
+        "map(batch_fn)",
         "prefetch",
     ]
     assert str(lint).splitlines()[1] == "no findings"

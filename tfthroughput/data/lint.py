@@ -101,8 +101,8 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
 
     Checks:
         * ``no-final-prefetch``: the last stage is not ``prefetch`` and tf.data adds none.
-        * ``sequential-map``: a per-example ``map`` (before ``batch``) that runs one call at a
-          time, and why tf.data does not parallelise it.
+        * ``sequential-map``: a ``map`` (per example, or per batch after ``batch``) that runs
+          one call at a time, and why tf.data does not parallelise it.
         * ``cache-after-random`` / ``cache-after-batch``: a ``cache`` that stores a shuffle's
           or a random function's output (every epoch replays the first), or whole batches.
         * ``shuffle-after-batch`` / ``small-shuffle-buffer``: a shuffle of whole batches, or a
@@ -188,18 +188,27 @@ def _final_prefetch(graph: DatasetGraph) -> Iterator[LintFinding]:
 
 def _sequential_maps(graph: DatasetGraph) -> Iterator[LintFinding]:
     for stage in graph.stages:
-        if stage.op not in MAP_OPS or _is_batched(graph, stage) or graph.runs_in_parallel(stage):
+        if stage.op not in MAP_OPS or graph.runs_in_parallel(stage):
             continue
+        batch = _is_batched(graph, stage)
         if stage.op == "MapDataset":
             why = f"tf.data leaves it sequential because {graph.map_parallelization_reason(stage)}"
         else:
             why = "it was made with num_parallel_calls=1"
+        if batch is None:
+            what = "this per-example map runs one element at a time"
+            option = (
+                "pass the function to build_pipeline as preprocess_fn (deterministic work) "
+                "or augment_fn (random work)"
+            )
+        else:
+            what = "this per-batch map runs one batch at a time"
+            option = "pass the function to build_pipeline as batch_fn"
         yield _finding(
             "sequential-map",
             stage,
-            f"this per-example map runs one element at a time: {why}.",
-            "map(..., num_parallel_calls=tf.data.AUTOTUNE), or pass the function to "
-            "build_pipeline as preprocess_fn (deterministic work) or augment_fn (random work).",
+            f"{what}: {why}.",
+            f"map(..., num_parallel_calls=tf.data.AUTOTUNE), or {option}.",
         )
 
 
