@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.data._graph import schedulable_cores
+from tfthroughput.data._rewrites import schedulable_cores
 from tfthroughput.data.autotune import PipelineMeasurement, measure_pipeline
 from tfthroughput.data.description import describe_pipeline
 from tfthroughput.data.pipeline import build_pipeline

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.data._graph import schedulable_cores
+from tfthroughput.data._rewrites import schedulable_cores
 from tfthroughput.data.description import (
     PipelineDescription,
     PipelineStage,

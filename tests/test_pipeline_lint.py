@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput.data._graph import schedulable_cores
+from tfthroughput.data._rewrites import schedulable_cores
 from tfthroughput.data.autotune import measure_pipeline
 from tfthroughput.data.lint import LintFinding, PipelineLint, lint_pipeline
 from tfthroughput.data.pipeline import build_pipeline

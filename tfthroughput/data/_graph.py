@@ -2,23 +2,12 @@
 
 TensorFlow can serialise any dataset to a ``GraphDef`` (the op ``DatasetToGraphV2``): one node
 per transformation, its scalar arguments as ``Const`` inputs, its functions in the graph's
-function library. This module reads that graph into :class:`Stage` objects, source first, and
-predicts the graph rewrites tf.data applies when an iterator is made (TensorFlow 2.21, checked
-against the profiler's trace of the pipeline that actually runs):
-
-* ``map_parallelization`` (default on): a top-level ``map`` whose function has no stateful op
-  runs as ``map(num_parallel_calls=AUTOTUNE, deterministic=True)``; only with autotuning on,
-  never inside a function (an ``interleave``'s inner pipeline), never with ``synchronous=True``.
-* ``inject_prefetch`` (default on): a ``prefetch(AUTOTUNE)`` is appended when the last stage is
-  synchronous; only with autotuning on.
-* ``map_and_batch_fusion`` (default on): a ``map`` directly followed by ``batch`` runs as one
-  asynchronous ``MapAndBatch`` stage.
+function library. This module reads that graph into :class:`Stage` objects, source first
+(what tf.data changes at run time is in :mod:`tfthroughput.data._rewrites`).
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -26,105 +15,15 @@ import tensorflow as tf
 from tensorflow.core.framework import dataset_metadata_pb2, function_pb2, graph_pb2, node_def_pb2
 from tensorflow.python.framework import op_def_registry
 
-AUTOTUNE = -1
-
-# Added by tf.data (options, autotuning, thread pools); they are not stages a user wrote.
-_TRANSPARENT = frozenset(
-    {
-        "OptionsDataset",
-        "ModelDataset",
-        "OptimizeDataset",
-        "OptimizeDatasetV2",
-        "FinalizeDataset",
-        "MaxIntraOpParallelismDataset",
-        "PrivateThreadPoolDataset",
-        "AssertNextDataset",
-        "ExperimentalAssertNextDataset",
-    }
+from tfthroughput.data._ops import (
+    ARGUMENT_POSITIONS,
+    DATASET_SUFFIXES,
+    FILE_READER_OPS,
+    LOOP_OPS,
+    TRANSFORMATIONS,
+    TRANSPARENT,
+    is_random,
 )
-ASYNC_OPS = frozenset(
-    {
-        "PrefetchDataset",
-        "ParallelMapDataset",
-        "ParallelMapDatasetV2",
-        "ParallelInterleaveDatasetV2",
-        "ParallelInterleaveDatasetV3",
-        "ParallelInterleaveDatasetV4",
-        "ParallelBatchDataset",
-        "MapAndBatchDataset",
-        "ExperimentalMapAndBatchDataset",
-    }
-)
-MAP_OPS = frozenset({"MapDataset", "ParallelMapDataset", "ParallelMapDatasetV2"})
-BATCH_OPS = frozenset(
-    {
-        "BatchDataset",
-        "BatchDatasetV2",
-        "ParallelBatchDataset",
-        "PaddedBatchDataset",
-        "PaddedBatchDatasetV2",
-        "MapAndBatchDataset",
-        "ExperimentalMapAndBatchDataset",
-    }
-)
-SHUFFLE_OPS = frozenset(
-    {"ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3", "ShuffleAndRepeatDatasetV2"}
-)
-INTERLEAVE_OPS = frozenset(
-    {
-        "InterleaveDataset",
-        "ParallelInterleaveDatasetV2",
-        "ParallelInterleaveDatasetV3",
-        "ParallelInterleaveDatasetV4",
-    }
-)
-FILE_READER_OPS = frozenset(
-    {
-        "TFRecordDataset",
-        "TFRecordDatasetV2",
-        "TextLineDataset",
-        "FixedLengthRecordDataset",
-        "FixedLengthRecordDatasetV2",
-        "CSVDataset",
-        "CSVDatasetV2",
-        "ExperimentalCSVDataset",
-    }
-)
-_TRANSFORMATIONS = {
-    "RangeDataset": "range",
-    "TensorDataset": "from_tensors",
-    "TensorSliceDataset": "from_tensor_slices",
-    "GeneratorDataset": "from_generator",
-    "RandomDataset": "Dataset.random",
-    "RandomDatasetV2": "Dataset.random",
-    "FilterDataset": "filter",
-    "ParallelFilterDataset": "filter",
-    "FlatMapDataset": "flat_map",
-    "UnbatchDataset": "unbatch",
-    "PaddedBatchDataset": "padded_batch",
-    "PaddedBatchDatasetV2": "padded_batch",
-    "MapAndBatchDataset": "map_and_batch",
-    "ExperimentalMapAndBatchDataset": "map_and_batch",
-    "CacheDataset": "cache",
-    "CacheDatasetV2": "cache",
-    "RepeatDataset": "repeat",
-    "PrefetchDataset": "prefetch",
-    "TakeDataset": "take",
-    "SkipDataset": "skip",
-    "ZipDataset": "zip",
-    "ConcatenateDataset": "concatenate",
-    "ShuffleAndRepeatDatasetV2": "shuffle+repeat",
-    **{op: "map" for op in MAP_OPS},
-    **{op: "batch" for op in ("BatchDataset", "BatchDatasetV2", "ParallelBatchDataset")},
-    **{op: "shuffle" for op in ("ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3")},
-    **{op: "interleave" for op in INTERLEAVE_OPS},
-    **{op: "TFRecordDataset" for op in ("TFRecordDataset", "TFRecordDatasetV2")},
-}
-# Ops whose result differs from call to call (seeded or not). Stateless random ops are left out:
-# given their seed input they always return the same values.
-_RANDOM_OP = re.compile(r"^(?!Stateless)(Random|Stateful(?!PartitionedCall)|Rng)")
-_RANDOM_NAMES = frozenset({"Multinomial", "ParameterizedTruncatedNormal", "TruncatedNormal"})
-_LOOP_OPS = frozenset({"While", "StatelessWhile"})
 
 
 @dataclass
@@ -166,13 +65,13 @@ class DatasetGraph:
     # ------------------------------------------------------------------------- structure
 
     def _skip_transparent(self, node: node_def_pb2.NodeDef) -> node_def_pb2.NodeDef:
-        while node.op in _TRANSPARENT:
+        while node.op in TRANSPARENT:
             node = self._nodes[_name(node.input[0])]
         return node
 
     def _dataset_inputs(self, node: node_def_pb2.NodeDef) -> list[node_def_pb2.NodeDef]:
         inputs = [self._nodes[_name(i)] for i in node.input if not i.startswith("^")]
-        return [self._skip_transparent(n) for n in inputs if n.op.endswith(_DATASET_SUFFIXES)]
+        return [self._skip_transparent(n) for n in inputs if n.op.endswith(DATASET_SUFFIXES)]
 
     def _walk(self, node: node_def_pb2.NodeDef) -> Stage:
         if node.name in self._by_name:
@@ -188,7 +87,7 @@ class DatasetGraph:
     def _transformation(self, node: node_def_pb2.NodeDef) -> str:
         if self.is_generator(node):
             return "from_generator"
-        text = _TRANSFORMATIONS.get(node.op, node.op)
+        text = TRANSFORMATIONS.get(node.op, node.op)
         function = self.function_label(node)
         return f"{text}({function})" if function else text
 
@@ -252,7 +151,7 @@ class DatasetGraph:
     def argument(self, stage: Stage, name: str) -> int | None:
         """A scalar argument of a stage by its ``tf.data`` name, from the op's input layout."""
         inputs = self.inputs(stage)
-        position = _ARGUMENT_POSITIONS.get(stage.op, {}).get(name)
+        position = ARGUMENT_POSITIONS.get(stage.op, {}).get(name)
         if position is None or not -len(inputs) <= position < len(inputs):
             return None
         return self.const(inputs[position])
@@ -333,13 +232,13 @@ class DatasetGraph:
 
     def random_ops(self, stage: Stage) -> list[str]:
         """Random ops a stage's function runs (not counting seeded stateless ones)."""
-        return [op for op in self.function_ops(self.function_of(stage.node)) if _is_random(op)]
+        return [op for op in self.function_ops(self.function_of(stage.node)) if is_random(op)]
 
     def unseeded_random_ops(self, stage: Stage) -> list[str]:
         function = self.function_of(stage.node)
         found = []
         for node in function.node_def if function is not None else ():
-            if _is_random(node.op):
+            if is_random(node.op):
                 seed = node.attr["seed"].i if "seed" in node.attr else 0
                 seed2 = node.attr["seed2"].i if "seed2" in node.attr else 0
                 if seed == 0 and seed2 == 0:
@@ -370,68 +269,7 @@ class DatasetGraph:
         return None
 
     def has_loop(self, stage: Stage) -> bool:
-        return bool(_LOOP_OPS & set(self.function_ops(self.function_of(stage.node))))
-
-    # ----------------------------------------------------------- what tf.data does at run
-
-    def _optimization_on(self, name: str) -> bool:
-        value = getattr(self.options.experimental_optimization, name)
-        if value is not None:
-            return bool(value)
-        return self.options.experimental_optimization.apply_default_optimizations is not False
-
-    @property
-    def autotune(self) -> bool:
-        return self.options.autotune.enabled is not False
-
-    def map_parallelization_reason(self, stage: Stage) -> str:
-        """``""`` when tf.data runs this sequential ``map`` in parallel, else why it does not."""
-        if stage.op != "MapDataset":
-            return "it is not a plain map"
-        if not self.autotune:
-            return (
-                "autotuning is off (options.autotune.enabled=False), and tf.data "
-                "parallelises maps only with it"
-            )
-        if not self._optimization_on("map_parallelization"):
-            return "options.experimental_optimization.map_parallelization is off"
-        if self.attr_bool(stage, "force_synchronous"):
-            return "it was made with synchronous=True"
-        stateful = self.stateful_ops(self.function_of(stage.node))
-        if stateful:
-            ops = ", ".join(sorted(set(stateful)))
-            return (
-                f"its function has stateful ops ({ops}), which tf.data never parallelises by itself"
-            )
-        return ""
-
-    def runs_in_parallel(self, stage: Stage) -> bool:
-        """Whether a ``map`` stage runs with more than one call at a time once iterated."""
-        if stage.op == "MapDataset":
-            return not self.map_parallelization_reason(stage)
-        calls = self.argument(stage, "num_parallel_calls")
-        return calls is None or calls == AUTOTUNE or calls > 1
-
-    def runs_async(self, stage: Stage) -> bool:
-        """Whether the stage hands out elements from a buffer filled by background threads."""
-        if stage.op in ASYNC_OPS:
-            return True
-        if stage.op == "MapDataset":
-            return self.runs_in_parallel(stage)
-        if stage.op in ("BatchDataset", "BatchDatasetV2") and self._optimization_on(
-            "map_and_batch_fusion"
-        ):
-            return bool(stage.inputs) and stage.inputs[0].op in MAP_OPS
-        return False
-
-    def prefetch_injected(self) -> bool:
-        """Whether tf.data appends ``prefetch(AUTOTUNE)`` itself when the pipeline is iterated."""
-        return (
-            self.autotune
-            and self._optimization_on("inject_prefetch")
-            and self.last.op != "PrefetchDataset"
-            and not self.runs_async(self.last)
-        )
+        return bool(LOOP_OPS & set(self.function_ops(self.function_of(stage.node))))
 
     def cycle_length(self, stage: Stage) -> int | None:
         """The interleave's cycle length, as the dataset fixed it when it was made.
@@ -442,60 +280,5 @@ class DatasetGraph:
         return self.argument(stage, "cycle_length")
 
 
-def autotune_cycle_length(parallel: bool, num_parallel_calls: int | None = AUTOTUNE) -> int:
-    """The cycle length ``cycle_length=AUTOTUNE`` is fixed to when the dataset is made.
-
-    TensorFlow 2.21's interleave kernels: a parallel interleave with
-    ``num_parallel_calls=AUTOTUNE`` takes ``ceil(cores / 3)`` (one thread for the current
-    element of each cycle slot and two prefetching future ones, roughly one thread per core);
-    with a fixed ``num_parallel_calls``, ``min(num_parallel_calls, cores)``; a sequential
-    interleave takes the number of cores.
-    """
-    cores = schedulable_cores()
-    if not parallel:
-        return cores
-    if num_parallel_calls is not None and num_parallel_calls != AUTOTUNE:
-        return min(num_parallel_calls, cores)
-    return math.ceil(cores / 3)
-
-
-def schedulable_cores() -> int:
-    """CPU cores this process may run on (what TensorFlow's ``port::MaxParallelism`` counts)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _is_random(op: str) -> bool:
-    return bool(_RANDOM_OP.search(op)) or op in _RANDOM_NAMES
-
-
 def _name(input_name: str) -> str:
     return input_name.lstrip("^").split(":")[0]
-
-
-_DATASET_SUFFIXES = ("Dataset", "DatasetV2", "DatasetV3", "DatasetV4")
-
-# Where each scalar argument sits among an op's inputs (negative: counted from the end, past
-# the function's captured inputs).
-_ARGUMENT_POSITIONS: dict[str, dict[str, int]] = {
-    "ParallelMapDataset": {"num_parallel_calls": -1},
-    "ParallelMapDatasetV2": {"num_parallel_calls": -1},
-    "InterleaveDataset": {"cycle_length": -2, "block_length": -1},
-    "ParallelInterleaveDatasetV2": {"cycle_length": -3, "num_parallel_calls": -1},
-    "ParallelInterleaveDatasetV3": {"cycle_length": -3, "num_parallel_calls": -1},
-    "ParallelInterleaveDatasetV4": {"cycle_length": -5, "num_parallel_calls": -1},
-    "BatchDataset": {"batch_size": 1},
-    "BatchDatasetV2": {"batch_size": 1},
-    "ParallelBatchDataset": {"batch_size": 1, "num_parallel_calls": 2},
-    "PaddedBatchDataset": {"batch_size": 1},
-    "PaddedBatchDatasetV2": {"batch_size": 1},
-    "MapAndBatchDataset": {"batch_size": -3, "num_parallel_calls": -2},
-    "ExperimentalMapAndBatchDataset": {"batch_size": -3, "num_parallel_calls": -2},
-    "ShuffleDataset": {"buffer_size": 1, "seed": 2, "seed2": 3},
-    "ShuffleDatasetV2": {"buffer_size": 1},
-    "ShuffleDatasetV3": {"buffer_size": 1, "seed": 2, "seed2": 3},
-    "ShuffleAndRepeatDatasetV2": {"buffer_size": 1, "seed": 2, "seed2": 3},
-    "PrefetchDataset": {"buffer_size": 1},
-}

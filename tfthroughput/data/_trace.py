@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 HOST_PLANE = "/host:CPU"
+# Iterators whose GetNext hands out elements that background threads produced.
+ASYNC_ITERATOR = re.compile(r"^(Prefetch|ParallelMap|MapAndBatch|ParallelInterleave|ParallelBatch)")
 
 
 @dataclass(eq=False)
@@ -108,3 +112,92 @@ def _stats(plane: xplane_pb2.XPlane, stats) -> dict[str, object]:
             continue
         values[plane.stat_metadata[stat.metadata_id].name] = value
     return values
+
+
+@dataclass
+class IteratorTimes:
+    """Each iterator's events and thread time, grouped by its path in the iterator tree.
+
+    ``busy``: own work on every thread (``GetNext`` minus the calls into its inputs for a
+    synchronous iterator; its producer events minus their input calls, plus the function runs
+    they launched on tf.data's thread pool, for an asynchronous one). ``wait``: for an
+    asynchronous iterator, the time its consumer spent in its ``GetNext`` (waiting on its
+    buffer).
+    """
+
+    events: dict[str, list[HostEvent]]
+    busy: dict[str, float]
+    wait: dict[str, float]
+
+    @classmethod
+    def of(cls, events: list[HostEvent]) -> IteratorTimes:
+        iterators = [e for e in events if e.name.startswith("Iterator::") and "id" in e.stats]
+        path_of = {e.stats["id"]: _path(e.name) for e in iterators}
+        by_path: dict[str, list[HostEvent]] = defaultdict(list)
+        for event in iterators:
+            by_path[path_of[event.stats["id"]]].append(event)
+        busy: dict[str, float] = defaultdict(float)
+        wait: dict[str, float] = defaultdict(float)
+        for path, own in by_path.items():
+            for event in own:
+                self_seconds = event.seconds - sum(c.seconds for c in _nested_iterators(event))
+                if ASYNC_ITERATOR.match(iterator_kind(event)):
+                    wait[path] += self_seconds
+                else:
+                    busy[path] += self_seconds
+        runs = _function_runs(events)
+        for event in events:
+            if not event.name.endswith("Produce") or event.enclosing("Iterator::") is not None:
+                continue
+            owner = _producer_owner(event, path_of)
+            if owner is None:
+                continue
+            busy[owner] += event.seconds - sum(c.seconds for c in _nested_iterators(event))
+            for launch in _walk(event):
+                if launch.name == "FunctionRun" and launch.enclosing("Iterator::") is None:
+                    busy[owner] += sum(
+                        run.seconds
+                        for run in runs.get(launch.stats.get("id"), ())
+                        if not launch.contains(run)
+                    )
+        return cls(dict(by_path), busy, wait)
+
+
+def _path(name: str) -> str:
+    return re.sub(r"\[\d+\]", "", name.removeprefix("Iterator::"))
+
+
+def iterator_kind(event: HostEvent) -> str:
+    return event.display_name.removeprefix("Iterator::").split("::")[-1]
+
+
+def _walk(event: HostEvent):
+    for child in event.children:
+        yield child
+        yield from _walk(child)
+
+
+def _nested_iterators(event: HostEvent) -> list[HostEvent]:
+    """The iterator calls made directly inside ``event`` (not inside a nested call)."""
+    own = event if event.name.startswith("Iterator::") else None
+    return [
+        c
+        for c in _walk(event)
+        if c.name.startswith("Iterator::") and c.enclosing("Iterator::") is own
+    ]
+
+
+def _producer_owner(event: HostEvent, path_of: dict[object, str]) -> str | None:
+    """The stage a producer event works for: the parent of the input call it makes."""
+    for child in _walk(event):
+        if child.name.startswith("Iterator::"):
+            return path_of.get(child.stats.get("parent_id"))
+    return None
+
+
+def _function_runs(events: list[HostEvent]) -> dict[object, list[HostEvent]]:
+    runs: dict[object, list[HostEvent]] = defaultdict(list)
+    for event in events:
+        if event.name == "ExecutorState::Process" and "id" in event.stats:
+            runs[event.stats["id"]].append(event)
+    return runs

@@ -14,21 +14,25 @@ import re
 import shutil
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data._graph import DatasetGraph
-from tfthroughput.data._trace import HostEvent, newest_xspace, read_host_events
+from tfthroughput.data._trace import (
+    ASYNC_ITERATOR,
+    HostEvent,
+    IteratorTimes,
+    iterator_kind,
+    newest_xspace,
+    read_host_events,
+)
 
 # Values the autotuning model changes while the pipeline runs.
 TUNED = ("parallelism", "buffer_limit", "max_batch_results")
 # Values fixed when the dataset (or its iterator) was made, shown for context.
 FIXED = ("cycle_length", "batch_size", "buffer_size", "deterministic")
-# Iterators whose GetNext hands out elements that background threads produced.
-_ASYNC = re.compile(r"^(Prefetch|ParallelMap|MapAndBatch|ParallelInterleave|ParallelBatch)")
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class PipelineMeasurement:
                     ", ".join(f"{k}={v}" for k, v in s.fixed) or "-",
                     f"{s.busy_seconds:.3f}",
                     f"{s.share:.0%}",
-                    f"{s.wait_seconds:.3f}" if _ASYNC.match(s.iterator) else "-",
+                    f"{s.wait_seconds:.3f}" if ASYNC_ITERATOR.match(s.iterator) else "-",
                 )
             )
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -203,51 +207,20 @@ def measure_pipeline(
 def _measurement(
     events: list[HostEvent], batches: int, seconds: float, positions: dict[str, int]
 ) -> PipelineMeasurement:
-    iterators = [e for e in events if e.name.startswith("Iterator::") and "id" in e.stats]
-    path_of = {e.stats["id"]: _path(e.name) for e in iterators}
-    by_path: dict[str, list[HostEvent]] = defaultdict(list)
-    for event in iterators:
-        by_path[path_of[event.stats["id"]]].append(event)
-
-    busy: dict[str, float] = defaultdict(float)
-    wait: dict[str, float] = defaultdict(float)
-    for path, own in by_path.items():
-        for event in own:
-            self_seconds = event.seconds - sum(c.seconds for c in _nested_iterators(event))
-            if _ASYNC.match(_kind(event)):
-                wait[path] += self_seconds
-            else:
-                busy[path] += self_seconds
-    runs = _function_runs(events)
-    for event in events:
-        if not event.name.endswith("Produce") or event.enclosing("Iterator::") is not None:
-            continue
-        owner = _producer_owner(event, path_of)
-        if owner is None:
-            continue
-        busy[owner] += event.seconds - sum(c.seconds for c in _nested_iterators(event))
-        for launch in _walk(event):
-            if launch.name == "FunctionRun" and launch.enclosing("Iterator::") is None:
-                busy[owner] += sum(
-                    run.seconds
-                    for run in runs.get(launch.stats.get("id"), ())
-                    if not launch.contains(run)
-                )
-
-    total = sum(busy[p] for p in by_path if p != "Root") or 1.0
+    times = IteratorTimes.of(events)
+    total = sum(times.busy[p] for p in times.events if p != "Root") or 1.0
     stages = [
-        _stage(path, own, busy[path], wait[path], busy[path] / total, positions)
-        for path, own in by_path.items()
+        _stage(path, own, times.busy[path], times.wait[path], times.busy[path] / total, positions)
+        for path, own in times.events.items()
         if path != "Root"
     ]
-    stages = _in_pipeline_order(stages)
-    root = by_path.get("Root", [])
+    root = times.events.get("Root", [])
     runtime = tuple(
         (key, str(root[-1].stats[key]))
         for key in ("cpu_budget", "ram_budget_megabytes", "threadpool_size", "algorithm")
         if root and key in root[-1].stats
     )
-    return PipelineMeasurement(batches, seconds, tuple(stages), runtime)
+    return PipelineMeasurement(batches, seconds, tuple(_in_pipeline_order(stages)), runtime)
 
 
 def _in_pipeline_order(stages: list[StageMeasurement]) -> list[StageMeasurement]:
@@ -299,7 +272,7 @@ def _stage(
     fixed = tuple((key, str(last[key])) for key in FIXED if key in last)
     found = tuple(sorted(positions[d] for d in datasets if d in positions))
     return StageMeasurement(
-        iterator=_kind(own[-1]),
+        iterator=iterator_kind(own[-1]),
         path=path,
         datasets=datasets,
         positions=found,
@@ -311,43 +284,3 @@ def _stage(
         wait_seconds=wait,
         share=share,
     )
-
-
-def _path(name: str) -> str:
-    return re.sub(r"\[\d+\]", "", name.removeprefix("Iterator::"))
-
-
-def _kind(event: HostEvent) -> str:
-    return event.display_name.removeprefix("Iterator::").split("::")[-1]
-
-
-def _walk(event: HostEvent):
-    for child in event.children:
-        yield child
-        yield from _walk(child)
-
-
-def _nested_iterators(event: HostEvent) -> list[HostEvent]:
-    """The iterator calls made directly inside ``event`` (not inside a nested call)."""
-    own = event if event.name.startswith("Iterator::") else None
-    return [
-        c
-        for c in _walk(event)
-        if c.name.startswith("Iterator::") and c.enclosing("Iterator::") is own
-    ]
-
-
-def _producer_owner(event: HostEvent, path_of: dict[object, str]) -> str | None:
-    """The stage a producer event works for: the parent of the input call it makes."""
-    for child in _walk(event):
-        if child.name.startswith("Iterator::"):
-            return path_of.get(child.stats.get("parent_id"))
-    return None
-
-
-def _function_runs(events: list[HostEvent]) -> dict[object, list[HostEvent]]:
-    runs: dict[object, list[HostEvent]] = defaultdict(list)
-    for event in events:
-        if event.name == "ExecutorState::Process" and "id" in event.stats:
-            runs[event.stats["id"]].append(event)
-    return runs

@@ -195,7 +195,9 @@ def _with_build_time_values(
     """Interleave stages with the cycle length the dataset fixed, read from its graph."""
     if not any(_autotuned_cycle(stage) for stage in stages):
         return stages
-    from tfthroughput.data._graph import INTERLEAVE_OPS, DatasetGraph, schedulable_cores
+    from tfthroughput.data._graph import DatasetGraph
+    from tfthroughput.data._ops import INTERLEAVE_OPS
+    from tfthroughput.data._rewrites import schedulable_cores
 
     graph = DatasetGraph(dataset)
     cycles = iter([graph.cycle_length(s) for s in graph.stages if s.op in INTERLEAVE_OPS])
