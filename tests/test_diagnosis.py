@@ -82,7 +82,7 @@ def test_slow_input_pipeline_is_input_bound():
     actions = [rec.action for rec in report.recommendations]
     assert actions == [
         "map(..., num_parallel_calls=tf.data.AUTOTUNE), or pass the function to build_pipeline "
-        "as batch_fn.",
+        "as batch_fn",
         "build_pipeline: cache (in memory or to a file)",
     ]
     reason = report.recommendations[0].reason

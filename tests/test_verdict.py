@@ -136,9 +136,9 @@ def test_input_advice_names_the_lint_findings_of_the_pipeline():
     )
     assert _actions(recs) == [
         "map(..., num_parallel_calls=tf.data.AUTOTUNE), or pass the function to build_pipeline "
-        "as preprocess_fn (deterministic work) or augment_fn (random work).",
+        "as preprocess_fn (deterministic work) or augment_fn (random work)",
         # map + batch run fused as one asynchronous stage, after which tf.data adds no prefetch
-        "end with .prefetch(tf.data.AUTOTUNE) (build_pipeline always does).",
+        "end with .prefetch(tf.data.AUTOTUNE) (build_pipeline always does)",
         "build_pipeline: cache (in memory or to a file)",
     ]
     assert recs[0].reason.startswith("stage 2: map(slow) (MapDataset): this per-example map")

@@ -270,9 +270,13 @@ def _input_recommendations(
                 "data fits in memory or on local disk.",
             ),
         ]
+    # The measurement is quoted once, on the first finding; each names its own stage.
     recs = [
-        Recommendation(finding.fix, f"{finding.stage}: {finding.problem} Measured: {measured}.")
-        for finding in findings
+        Recommendation(
+            finding.fix.rstrip("."),
+            f"{finding.stage}: {finding.problem}" + (f" Measured: {measured}." if i == 0 else ""),
+        )
+        for i, finding in enumerate(findings)
     ]
     if not recs and slowest_stage is not None:
         recs.append(_slowest_stage_recommendation(slowest_stage, measured))
