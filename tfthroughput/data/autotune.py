@@ -164,7 +164,11 @@ def measure_pipeline(
             callback with ``profile_batch``), or the profiler wrote no trace.
 
     Example:
-        >>> print(measure_pipeline(build_pipeline(x, preprocess_fn=f, batch_size=32), 100))
+        >>> import tensorflow as tf
+        >>> from tfthroughput import measure_pipeline
+        >>> measurement = measure_pipeline(tf.data.Dataset.range(100).batch(10), 5)
+        >>> measurement.batches, [stage.iterator for stage in measurement.stages]
+        (5, ['Range', 'BatchV2', 'Prefetch'])
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(

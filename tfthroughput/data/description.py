@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
+
+if TYPE_CHECKING:
+    from tfthroughput.data.autotune import PipelineMeasurement
 
 AUTOTUNE_TEXT = "AUTOTUNE"
 
@@ -56,7 +60,7 @@ class PipelineDescription:
     stages: tuple[PipelineStage, ...]
     options: dict[str, object] = field(default_factory=dict)
     element_spec: str = ""
-    measurement: object = None
+    measurement: PipelineMeasurement | None = None
 
     @property
     def transformations(self) -> tuple[str, ...]:
@@ -174,7 +178,9 @@ def describe_pipeline(
     )
 
 
-def _numbered_as_described(measurement, dataset: tf.data.Dataset, described: int):
+def _numbered_as_described(
+    measurement: PipelineMeasurement, dataset: tf.data.Dataset, described: int
+) -> PipelineMeasurement:
     """Renumber the measured stages as the description numbers them (the builder's stages are
     the last ``described`` of the graph; what comes before is the source, numbered 0)."""
     from tfthroughput.data._graph import DatasetGraph

@@ -85,9 +85,11 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
         TypeError: If ``dataset`` is not a ``tf.data.Dataset``.
 
     Example:
-        >>> ds = tf.data.Dataset.range(100).map(lambda x: x + tf.random.uniform([], 0, 2,
-        ...     dtype=tf.int64)).cache().batch(10)
-        >>> lint_pipeline(ds).rules
+        >>> import tensorflow as tf
+        >>> from tfthroughput import lint_pipeline
+        >>> def jitter(x):
+        ...     return x + tf.random.uniform([], 0, 2, dtype=tf.int64)
+        >>> lint_pipeline(tf.data.Dataset.range(100).map(jitter).cache().batch(10)).rules
         ('sequential-map', 'cache-after-random')
     """
     if not isinstance(dataset, tf.data.Dataset):
