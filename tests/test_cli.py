@@ -157,7 +157,9 @@ def test_report_without_matplotlib_names_the_extra(tmp_path):
 def test_report_has_help():
     result = run_cli("report", "--help", timeout=60)
     assert result.returncode == 0
-    assert result.stdout.startswith("usage: tfthroughput report [-h] [--verbose] [-o OUTPUT] LOGDIR")
+    assert result.stdout.startswith(
+        "usage: tfthroughput report [-h] [--verbose] [-o OUTPUT] LOGDIR"
+    )
 
 
 @pytest.mark.parametrize(

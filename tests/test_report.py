@@ -8,13 +8,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from tfthroughput.diagnosis.report import (
-    INPUT_BOUND,
-    TENSORBOARD_TAGS,
-    DiagnosisReport,
-    DiagnosisThresholds,
-    Recommendation,
-)
+from tfthroughput.diagnosis.report import TENSORBOARD_TAGS, DiagnosisReport
+from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds, Recommendation
 
 
 def _report(gpu=None) -> DiagnosisReport:

@@ -553,6 +553,7 @@ def _checked(fn: Callable[..., Any], name: str, *, same_structure: bool = False)
                 ) from error
         return result
 
+    call.__name__ = name  # tf.data names the traced function after it: map(preprocess_fn)
     return call
 
 
