@@ -69,8 +69,9 @@ def _expected_device(i: int) -> dict:
         "index_by_uuid": i,
         "name": f"Fake GPU {i}",
         "util": [40 + i, 20 + i],
-        "mem": [80 * GIB, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB],
-        "mem_v2": [80 * GIB, 0, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB],
+        # v1 counts the driver's 512 MiB reserve as used; v2 reports it apart
+        "mem": [80 * GIB, (1 + i) * GIB + GIB // 2, 80 * GIB - (1 + i) * GIB - GIB // 2],
+        "mem_v2": [80 * GIB, GIB // 2, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB - GIB // 2],
         "power_mw": 150000 + 1000 * i,
         "temp_c": 50 + i,
         "clocks": [1500 + i, 1500 + i, 2600 + i, 1300 + i],
@@ -191,7 +192,7 @@ def test_unsupported_list_matches_whole_names(fake_nvml_dir):
         env={"FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetMemoryInfo_v2,nvmlDeviceGetClockInfo"},
     )
     unsupported = "NVMLError_NotSupported"
-    assert out == {"mem": GIB, "mem_v2": unsupported, "clock": unsupported}
+    assert out == {"mem": GIB + GIB // 2, "mem_v2": unsupported, "clock": unsupported}
 
 
 def test_lost_gpu_after_n_utilization_calls(fake_nvml_dir):
@@ -403,3 +404,38 @@ def test_reset_forgets_counters_and_open_inits(fake_nvml_dir):
         fake_nvml_dir,
     )
     assert out == [[1, 1], [0, 0, "uninitialized"]]
+
+
+def test_scripted_errors_per_function(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(1)
+        out = {}
+        for name, call in [
+            ("mem", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used),
+            ("mem_v2", lambda: pynvml.nvmlDeviceGetMemoryInfo(h, pynvml.nvmlMemory_v2).used),
+            ("power", lambda: pynvml.nvmlDeviceGetPowerUsage(h)),
+            ("temp", lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+        ]:
+            try:
+                out[name] = call()
+            except pynvml.NVMLError as e:
+                out[name] = type(e).__name__
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_ERRORS": "nvmlDeviceGetMemoryInfo_v2=25,nvmlDeviceGetPowerUsage=13",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetPowerUsage",  # checked first
+        },
+    )
+    assert out == {
+        "mem": 2 * GIB + GIB // 2,
+        "mem_v2": "NVMLError_ArgumentVersionMismatch",
+        "power": "NVMLError_NotSupported",
+        "temp": 51,
+    }

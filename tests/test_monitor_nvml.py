@@ -55,6 +55,7 @@ def _gpu_expected(i: int) -> dict[str, float]:
         "memory_utilization_percent": 20.0 + i,
         "memory_used_gib": 1.0 + i,
         "memory_used_percent": 1.25 * (1 + i),  # (1 + i) GiB of 80 GiB
+        "memory_reserved_gib": 0.5,
         "power_watts": 150.0 + i,
         "temperature_celsius": 50.0 + i,
         "sm_clock_mhz": 1500.0 + i,

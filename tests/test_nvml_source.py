@@ -1,8 +1,8 @@
 """`NVMLGPUSource` through the real pynvml bindings and the fake `libnvidia-ml.so.1`.
 
 Each test runs in a child process (see `tests/fake_nvml`). The fake's values for NVML device
-``i``: utilization 40 + i %, memory utilization 20 + i %, (1 + i) GiB used of 80 GiB,
-150 + i W, 50 + i degC, SM clock 1500 + i MHz; with GPM, SM activity 60 + i % and tensor
+``i``: utilization 40 + i %, memory utilization 20 + i %, (1 + i) GiB used of 80 GiB and
+512 MiB reserved by the driver (NVML's v1 query counts them as used), 150 + i W, 50 + i degC, SM clock 1500 + i MHz; with GPM, SM activity 60 + i % and tensor
 activity 25 + i %.
 """
 
@@ -21,6 +21,7 @@ def _expected(i: int) -> dict[str, float]:
         "memory_utilization_percent": 20.0 + i,
         "memory_used_gib": 1.0 + i,
         "memory_used_percent": 100.0 * (1 + i) / 80,  # 1.25, 2.5, 3.75, ...
+        "memory_reserved_gib": 0.5,
         "power_watts": 150.0 + i,  # NVML reports milliwatts
         "temperature_celsius": 50.0 + i,
         "sm_clock_mhz": 1500.0 + i,
@@ -323,3 +324,86 @@ def test_concurrent_samples_are_serialised(fake_nvml_dir):
         },
         "warned": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("v2_error", "code"),
+    [
+        ("NotSupported", "nvmlDeviceGetMemoryInfo_v2=3"),
+        ("FunctionNotFound", "nvmlDeviceGetMemoryInfo_v2=13"),  # a driver without the symbol
+        ("ArgumentVersionMismatch", "nvmlDeviceGetMemoryInfo_v2=25"),  # a driver with v1 only
+    ],
+)
+def test_memory_falls_back_to_v1_quietly_where_v2_is_refused(fake_nvml_dir, v2_error, code):
+    out = run_json_with_fake_nvml(
+        _READ_ALL, fake_nvml_dir, env={"READS": "3", "FAKE_NVML_ERRORS": code}
+    )
+    for i in range(2):
+        v1 = {k: v for k, v in _expected(i).items() if k != "memory_reserved_gib"}
+        v1["memory_used_gib"] = 1.5 + i  # v1 counts the driver's 512 MiB as used
+        v1["memory_used_percent"] = 100.0 * (1.5 + i) / 80
+        assert out["reads"][f"gpu{i}"] == [v1] * 3, v2_error
+    assert out["warned"] == []
+
+
+def test_reserved_memory_asked_for_but_unavailable_warns_once(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "READS": "3",
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "METRICS": "memory_reserved_gib,memory_used_gib",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetMemoryInfo_v2",
+        },
+    )
+    assert out["reads"] == {"gpu0": [{"memory_used_gib": 1.5}] * 3}
+    assert out["warned"] == [
+        "gpu0 (Fake GPU 0): memory_reserved_gib unavailable: the driver has no v2 memory query "
+        "(Not Supported); dropped"
+    ]
+
+
+def test_other_v2_memory_errors_are_not_mistaken_for_a_v1_driver(fake_nvml_dir):
+    # "Unknown error" is a failed read, not a missing query: skipped, v2 kept for later reads.
+    out = run_json_with_fake_nvml(
+        """
+        import os
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu import NVMLGPUSource
+
+        source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["memory_used_gib"])
+        emit({"reads": [source.read() for _ in range(2)], "warned": warned()})
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_ERRORS": "nvmlDeviceGetMemoryInfo_v2=999", "FAKE_NVML_DEVICE_COUNT": "1"},
+    )
+    assert out == {
+        "reads": [{}, {}],
+        "warned": ["gpu0: reading memory_used_gib failed (Unknown Error); skipped this sample"],
+    }
+
+
+def test_reading_a_closed_source_says_so(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        """
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu import NVMLGPUSource
+
+        source = NVMLGPUSource(nvml(), visible_gpus(nvml())[1], None)
+        source.read()
+        source.close()
+        try:
+            source.read()
+        except Exception as error:
+            emit([type(error).__name__, str(error)])
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_GPM_SUPPORTED": "1"},  # GPM buffers are released by close()
+    )
+    assert out == [
+        "RuntimeError",
+        "gpu1 (Fake GPU 1) was closed; create a new source to read it",
+    ]

@@ -15,6 +15,12 @@
  *   FAKE_NVML_UNSUPPORTED    comma-separated exported function names (e.g.
  *                            "nvmlDeviceGetPowerUsage,nvmlDeviceGetTemperature") that return
  *                            NVML_ERROR_NOT_SUPPORTED (3) for every device.
+ *   FAKE_NVML_ERRORS         comma-separated "function=code" pairs: that per-device function
+ *                            returns nvmlReturn_t `code` for every device, e.g.
+ *                            "nvmlDeviceGetMemoryInfo_v2=25" (ARGUMENT_VERSION_MISMATCH, a
+ *                            driver that knows only v1) or "...=13" (FUNCTION_NOT_FOUND, what
+ *                            pynvml raises when a symbol is missing). Checked after
+ *                            FAKE_NVML_UNSUPPORTED.
  *   FAKE_NVML_LOST_INDEX     index of a device that falls off the bus ...
  *   FAKE_NVML_LOST_AFTER     ... once nvmlDeviceGetUtilizationRates has succeeded this many
  *                            times for it (default 0: lost from the start). From then on every
@@ -27,7 +33,9 @@
  * Deterministic values for device i:
  *   UUID "GPU-00000000-0000-0000-0000-%012d" (i zero-padded to 12 digits), name "Fake GPU i",
  *   utilization gpu = 40 + i %, memory = 20 + i %,
- *   memory total = 80 GiB, used = (1 + i) GiB, free = total - used, reserved = 0 (v2),
+ *   memory (v2 query): total = 80 GiB, reserved = 512 MiB (the driver's own), used = (1 + i) GiB,
+ *   free = total - reserved - used; the v1 query counts the reserved part as used:
+ *   used = (1 + i) GiB + 512 MiB, free the same as v2's,
  *   power = 150000 + 1000 * i mW, temperature (NVML_TEMPERATURE_GPU) = 50 + i C,
  *   clocks: graphics = SM = 1500 + i MHz, memory = 2600 + i MHz, video = 1300 + i MHz,
  *   CUDA compute capability 9.0; driver version "550.00.fake", NVML version "12.550.00.fake".
@@ -71,6 +79,8 @@ typedef int nvmlReturn_t;
 
 #define MAX_DEVICES 64
 #define GIB (1024ULL * 1024ULL * 1024ULL)
+#define MIB (1024ULL * 1024ULL)
+#define RESERVED_BYTES (512ULL * MIB)
 #define UNSUPPORTED_LIST_SIZE 4096
 
 typedef struct {
@@ -140,6 +150,7 @@ static unsigned int g_init_count = 0;
 static unsigned int g_shutdown_count = 0;
 static unsigned int g_device_count = 2;
 static char g_unsupported[UNSUPPORTED_LIST_SIZE] = "";
+static char g_errors[UNSUPPORTED_LIST_SIZE] = "";
 static long g_lost_index = -1;
 static unsigned long g_lost_after = 0;
 static int g_gpm_supported = 0;
@@ -165,6 +176,8 @@ static void read_config(void) {
     for (char *p = g_unsupported; *p; ++p) {
         if (*p == ' ') *p = ',';
     }
+    const char *errors = getenv("FAKE_NVML_ERRORS");
+    snprintf(g_errors, sizeof g_errors, ",%s,", errors ? errors : "");
     g_lost_index = env_long("FAKE_NVML_LOST_INDEX", -1);
     long after = env_long("FAKE_NVML_LOST_AFTER", 0);
     g_lost_after = after < 0 ? 0 : (unsigned long)after;
@@ -176,6 +189,14 @@ static int is_unsupported(const char *function) {
     char needle[256];
     snprintf(needle, sizeof needle, ",%s,", function);
     return strstr(g_unsupported, needle) != NULL;
+}
+
+/* The error FAKE_NVML_ERRORS sets for `function`, or NVML_SUCCESS. */
+static nvmlReturn_t scripted_error(const char *function) {
+    char needle[256];
+    snprintf(needle, sizeof needle, ",%s=", function);
+    const char *found = strstr(g_errors, needle);
+    return found == NULL ? NVML_SUCCESS : (nvmlReturn_t)strtol(found + strlen(needle), NULL, 10);
 }
 
 static int is_lost(unsigned int index) {
@@ -191,7 +212,7 @@ static nvmlReturn_t check_device(const char *function, nvmlDevice_t device, unsi
     *index = device->index;
     if (is_lost(*index)) return NVML_ERROR_GPU_IS_LOST;
     if (is_unsupported(function)) return NVML_ERROR_NOT_SUPPORTED;
-    return NVML_SUCCESS;
+    return scripted_error(function);
 }
 
 static nvmlReturn_t copy_string(char *out, unsigned int length, const char *value) {
@@ -377,7 +398,7 @@ static nvmlReturn_t do_memory(nvmlDevice_t device, nvmlMemory_t *memory) {
     if (ret != NVML_SUCCESS) return ret;
     if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     memory->total = 80 * GIB;
-    memory->used = (1ULL + i) * GIB;
+    memory->used = (1ULL + i) * GIB + RESERVED_BYTES;
     memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
 }
@@ -392,7 +413,7 @@ static nvmlReturn_t do_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
     if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     memory->total = 80 * GIB;
-    memory->reserved = 0;
+    memory->reserved = RESERVED_BYTES;
     memory->used = (1ULL + i) * GIB;
     memory->free = memory->total - memory->reserved - memory->used;
     return NVML_SUCCESS;

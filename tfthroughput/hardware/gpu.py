@@ -5,6 +5,10 @@
 - "GPU is lost" raises :class:`~tfthroughput.hardware.source.SourceLost`: the sampler drops
   this device.
 - Any other NVML error skips that query for this sample and is warned about once per kind.
+
+Memory comes from NVML's v2 query, whose ``used`` is what ``nvidia-smi`` shows, with the
+driver's own reservation apart (``memory_reserved_gib``); a driver without it gets the v1 query,
+whose ``used`` includes that reservation.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from tfthroughput.hardware.source import MonitoringWarning, SourceLost
 
 _GIB = 1024.0**3
 _GPM_METRICS = ("sm_activity_percent", "tensor_activity_percent")
+_MEMORY_METRICS = ("memory_used_gib", "memory_used_percent", "memory_reserved_gib")
 
 Query = Callable[[object], dict[str, float]]
 
@@ -37,10 +42,13 @@ class NVMLGPUSource:
         self.name = f"gpu{device.index}"
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(device.nvml_index)
         wanted = {m.name for m in GPU_METRICS} if metrics is None else set(metrics)
+        self._wanted = wanted
         self._explicit_request = metrics is not None
         self._warned: set[str] = set()
         self._gpm_samples: list[object] = []
         self._gpm_previous = None
+        self._memory_v2 = True
+        self._closed = False
         self._queries: dict[str, tuple[Query, tuple[str, ...]]] = {}
         for query_name, (query, provides) in self._all_queries().items():
             selected = tuple(name for name in provides if name in wanted)
@@ -55,7 +63,7 @@ class NVMLGPUSource:
                 self._utilization,
                 ("utilization_percent", "memory_utilization_percent"),
             ),
-            "memory": (self._memory, ("memory_used_gib", "memory_used_percent")),
+            "memory": (self._memory, _MEMORY_METRICS),
             "power": (self._power, ("power_watts",)),
             "temperature": (self._temperature, ("temperature_celsius",)),
             "sm_clock": (self._sm_clock, ("sm_clock_mhz",)),
@@ -63,6 +71,16 @@ class NVMLGPUSource:
         }
 
     def read(self) -> dict[str, float]:
+        """One reading of every selected metric NVML answers for this GPU.
+
+        Raises:
+            SourceLost: When NVML reports the GPU lost.
+            RuntimeError: When the source was closed.
+        """
+        if self._closed:
+            raise RuntimeError(
+                f"{self.name} ({self.device.name}) was closed; create a new source to read it"
+            )
         values: dict[str, float] = {}
         for query_name, (query, selected) in list(self._queries.items()):
             try:
@@ -74,6 +92,7 @@ class NVMLGPUSource:
         return values
 
     def close(self) -> None:
+        self._closed = True
         for sample in self._gpm_samples:
             try:
                 self._nvml.nvmlGpmSampleFree(sample)
@@ -114,9 +133,43 @@ class NVMLGPUSource:
         }
 
     def _memory(self, handle) -> dict[str, float]:
-        memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-        percent = 100.0 * memory.used / memory.total if memory.total else 0.0
-        return {"memory_used_gib": memory.used / _GIB, "memory_used_percent": percent}
+        nvml = self._nvml
+        values = {}
+        memory = None
+        if self._memory_v2:
+            try:
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+                values["memory_reserved_gib"] = memory.reserved / _GIB
+            except (nvml.NVMLError, AttributeError) as error:
+                # AttributeError: bindings too old to know v2. Any error that says "this driver
+                # has no v2" moves to v1 for good; others are the query's own failure.
+                if getattr(error, "value", None) not in self._v2_missing_codes():
+                    raise
+                self._memory_v2 = False
+                self._warn_if_requested(
+                    "memory_reserved_gib",
+                    f"{self.name} ({self.device.name}): memory_reserved_gib unavailable: the "
+                    f"driver has no v2 memory query ({error}); dropped",
+                )
+        if memory is None:
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        values["memory_used_gib"] = memory.used / _GIB
+        values["memory_used_percent"] = 100.0 * memory.used / memory.total if memory.total else 0.0
+        return values
+
+    def _v2_missing_codes(self) -> tuple[int | None, ...]:
+        nvml = self._nvml
+        return (
+            None,  # AttributeError
+            nvml.NVML_ERROR_NOT_SUPPORTED,
+            nvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+            nvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+        )
+
+    def _warn_if_requested(self, metric: str, message: str) -> None:
+        """Warn about an extra metric that is missing only when the user asked for it."""
+        if self._explicit_request and metric in self._wanted:
+            self._warn_once(metric, message)
 
     def _power(self, handle) -> dict[str, float]:
         return {"power_watts": self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}

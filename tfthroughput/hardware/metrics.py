@@ -35,8 +35,20 @@ GPU_METRICS: tuple[Metric, ...] = (
         "gpu",
         "Share of the sample period in which device memory was read or written.",
     ),
-    Metric("memory_used_gib", "GiB", "gpu", "Device memory in use (all processes)."),
+    Metric(
+        "memory_used_gib",
+        "GiB",
+        "gpu",
+        "Device memory in use (all processes), as nvidia-smi shows it (NVML's v2 query; where "
+        "the driver has only v1, this includes the driver's reserved memory).",
+    ),
     Metric("memory_used_percent", "%", "gpu", "Device memory in use, as a share of the total."),
+    Metric(
+        "memory_reserved_gib",
+        "GiB",
+        "gpu",
+        "Device memory the driver reserves for itself (only where NVML's v2 query exists).",
+    ),
     Metric("power_watts", "W", "gpu", "Board power draw."),
     Metric("temperature_celsius", "degC", "gpu", "GPU core temperature."),
     Metric("sm_clock_mhz", "MHz", "gpu", "Current SM clock."),
