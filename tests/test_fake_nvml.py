@@ -439,3 +439,81 @@ def test_scripted_errors_per_function(fake_nvml_dir):
         "power": "NVMLError_NotSupported",
         "temp": 51,
     }
+
+
+def test_sample_buffers_as_scripted(fake_nvml_dir):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import time
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        lib = pynvml.nvmlLib
+        lib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = lib.fakeNvmlSamplesOrigin()
+        time.sleep(0.35)  # samples 0 and 1 (period 0.2 s) exist; capacity 4
+        size = ctypes.c_uint(0)
+        kind = ctypes.c_uint(0)
+        ret = lib.nvmlDeviceGetSamples(h, 1, ctypes.c_ulonglong(0), ctypes.byref(kind),
+                                       ctypes.byref(size), None)
+        out = {"size_query": [ret, size.value]}
+        kind, samples = pynvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+        out["all"] = [kind] + [[s.timeStamp - origin, s.sampleValue.uiVal] for s in samples]
+        _, newer = pynvml.nvmlDeviceGetSamples(h, 1, origin)  # newer than sample 0
+        out["newer"] = [[s.timeStamp - origin, s.sampleValue.uiVal] for s in newer]
+        for name, kind in [("none_new", 1), ("power", 0), ("memory", 2)]:
+            try:
+                pynvml.nvmlDeviceGetSamples(h, kind, origin + 200000)
+            except pynvml.NVMLError as e:
+                out[name] = type(e).__name__
+        out["point"] = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
+        out["util_reads"] = lib.fakeNvmlUtilizationCallCount(0)
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_GPU": "7,9",
+            "FAKE_NVML_SAMPLES_MEMORY": "5",
+            "FAKE_NVML_SAMPLES_CAPACITY": "4",
+            "FAKE_NVML_UTILIZATION_GPU": "3",
+        },
+    )
+    assert out == {
+        "size_query": [0, 4],  # "how many can be queried": the capacity
+        "all": [1, [0, 7], [200000, 9]],  # NVML_VALUE_TYPE_UNSIGNED_INT, oldest first
+        "newer": [[200000, 9]],
+        "none_new": "NVMLError_NotFound",
+        "power": "NVMLError_NotSupported",  # no script: no buffer
+        "memory": "NVMLError_NotFound",
+        "point": 3,
+        "util_reads": 5,  # four GPU-Util buffer calls (counted at their size query) + the point
+    }
+
+
+def test_sample_buffer_is_bounded(fake_nvml_dir):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import time
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(1)
+        pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()
+        time.sleep(0.25)  # samples 0..4 at 50 ms; the buffer keeps the newest 3
+        _, samples = pynvml.nvmlDeviceGetSamples(h, 0, 0)
+        print(json.dumps([(s.timeStamp - origin) // 50000 for s in samples]))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_POWER": "1",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "50",
+            "FAKE_NVML_SAMPLES_CAPACITY": "3",
+        },
+    )
+    assert out in ([2, 3, 4], [3, 4, 5])  # a sixth sample may have come by the call

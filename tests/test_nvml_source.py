@@ -2,8 +2,8 @@
 
 Each test runs in a child process (see `tests/fake_nvml`). The fake's values for NVML device
 ``i``: utilization 40 + i %, memory utilization 20 + i %, (1 + i) GiB used of 80 GiB and
-512 MiB reserved by the driver (NVML's v1 query counts them as used), 150 + i W, 50 + i degC, SM clock 1500 + i MHz; with GPM, SM activity 60 + i % and tensor
-activity 25 + i %.
+512 MiB reserved by the driver (NVML's v1 query counts them as used), 150 + i W, 50 + i degC,
+SM clock 1500 + i MHz; with GPM, SM activity 60 + i % and tensor activity 25 + i %.
 """
 
 from __future__ import annotations
@@ -407,3 +407,162 @@ def test_reading_a_closed_source_says_so(fake_nvml_dir):
         "RuntimeError",
         "gpu1 (Fake GPU 1) was closed; create a new source to read it",
     ]
+
+
+# NVML's sample buffers. The fake's buffers (see tests/fake_nvml/fake_nvml.c) hold sample k at
+# origin + k * period on the wall clock, with the value script[k % length]; a child sleeps
+# until chosen moments half a period away from any sample, so where each sample belongs is
+# certain.
+_SLEEP_UNTIL = """
+import ctypes
+import time
+import pynvml
+from tfthroughput.hardware.nvml import nvml
+
+nvml()
+pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+ORIGIN = pynvml.nvmlLib.fakeNvmlSamplesOrigin() / 1e6
+late = []
+
+def sleep_until(since_origin, slack):
+    delay = ORIGIN + since_origin - time.time()
+    if delay < -slack:
+        late.append(since_origin)
+    time.sleep(max(delay, 0.0))
+"""
+
+
+def test_a_buffered_source_reports_each_driver_sample_once(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _SLEEP_UNTIL
+        + """
+from tfthroughput.hardware.devices import visible_gpus
+from tfthroughput.hardware.gpu import NVMLGPUSource
+
+source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], None)
+reads = []
+for moment in (0.15, 0.45, 0.55, 1.05):  # period 0.2 s: samples at 0, 0.2, 0.4, ...
+    sleep_until(moment, 0.05)
+    reading = source.read()
+    reads.append({  # timed samples as [values oldest first, fallback]
+        name: [[v for _, v in value.samples], value.fallback]
+        if isinstance(value, tuple) else value
+        for name, value in reading.items()
+    })
+emit({"reads": reads, "late": late, "warned": warned()})
+""",
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "FAKE_NVML_SAMPLES_GPU": "1,2,3,4,5",
+            "FAKE_NVML_SAMPLES_POWER": "100000,300000",  # milliwatts
+            "FAKE_NVML_UTILIZATION_GPU": "0",
+        },
+    )
+    assert out["late"] == []
+    point = {k: v for k, v in _expected(0).items() if k != "utilization_percent"}
+    del point["power_watts"]
+    # Samples 0 | 1, 2 | nothing new at 0.55: the point reading as fallback | 3, 4, 5
+    util = [[[1.0], None], [[2.0, 3.0], None], [[], 0.0], [[4.0, 5.0, 1.0], None]]
+    power = [[[100.0], None], [[300.0, 100.0], None], [[], 150.0], [[300.0, 100.0, 300.0], None]]
+    assert out["reads"] == [
+        {**point, "utilization_percent": u, "power_watts": p}
+        for u, p in zip(util, power, strict=True)
+    ]
+    assert out["warned"] == []  # memory utilization has no buffer here: point reading, quietly
+
+
+def test_window_boundaries_split_buffer_samples_by_their_timestamps(fake_nvml_dir):
+    # Period 0.3 s, values 10, 20, 30, ... (sample k has 10 * (k + 1)). The window opens at
+    # 0.45; a read at 1.35 files samples 2-4; the cut at 1.95 closes it; samples 5 and 6
+    # (1.5, 1.8) are read only after the cut and belong to the closed window: dropped; the
+    # read at 3.15, when the second window is collected, files samples 7-10.
+    out = run_json_with_fake_nvml(
+        _SLEEP_UNTIL
+        + """
+from tfthroughput.hardware.discovery import default_sources
+from tfthroughput.hardware.sampler import Sampler
+
+sources = default_sources(["utilization_percent"])
+sleep_until(0.45, 0.1)
+sampler = Sampler(sources, 1.0)
+sleep_until(1.35, 0.1)
+sampler.sample_once()
+sleep_until(1.95, 0.1)
+first = sampler.collect()
+sleep_until(3.15, 0.1)
+second = sampler.collect(sample_now=True)
+emit({
+    "windows": [
+        {"/".join(k): [s.count, s.mean, s.min, s.max] for k, s in w.items()}
+        for w in (first, second)
+    ],
+    "buffer_samples": [{"/".join(k): n for k, n in w.buffer_samples.items()}
+                       for w in (first, second)],
+    "late": late,
+})
+""",
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "FAKE_NVML_SAMPLES_GPU": ",".join(str(10 * (k + 1)) for k in range(12)),
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "300",
+        },
+    )
+    assert out["late"] == []
+    assert out["windows"] == [
+        {"gpu0/utilization_percent": [3, 40.0, 30.0, 50.0]},
+        {"gpu0/utilization_percent": [4, 95.0, 80.0, 110.0]},
+    ]
+    assert out["buffer_samples"] == [
+        {"gpu0/utilization_percent": 3},
+        {"gpu0/utilization_percent": 4},
+    ]
+
+
+def test_lost_gpu_with_buffers_stops_that_gpu_only(fake_nvml_dir):
+    # As without buffers: the fake loses GPU 1 after it answered 3 GPU-Util buffer reads.
+    out = run_json_with_fake_nvml(
+        """
+        import time
+        from tfthroughput.hardware.discovery import default_sources
+        from tfthroughput.hardware.sampler import Sampler
+        import pynvml
+
+        sampler = Sampler(default_sources(["utilization_percent", "power_watts"]), 1.0)
+        time.sleep(0.25)  # a sample newer than the window's start, in each buffer
+        for _ in range(6):
+            sampler.sample_once()
+        stats = sampler.collect()
+        emit({
+            "means": {"/".join(key): s.mean for key, s in stats.items()},
+            "calls": [pynvml.nvmlLib.fakeNvmlUtilizationCallCount(i) for i in range(2)],
+            "names": sampler.source_names,
+            "warned": warned(),
+        })
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_LOST_INDEX": "1",
+            "FAKE_NVML_LOST_AFTER": "3",
+            "FAKE_NVML_SAMPLES_GPU": "50",
+            "FAKE_NVML_SAMPLES_POWER": "200000",
+        },
+    )
+    # GPU 1's reads: samples (1 GPU-Util read); nothing new, so a point fallback (2, 3) and
+    # the power fallback finds it lost: that read is dropped. What came before is kept.
+    calls = out.pop("calls")
+    assert calls[0] >= 6 and calls[1] == 3
+    assert out == {
+        "means": {
+            "gpu0/power_watts": 200.0,
+            "gpu0/utilization_percent": 50.0,
+            "gpu1/power_watts": 200.0,
+            "gpu1/utilization_percent": 50.0,
+        },
+        "names": ["gpu0"],
+        "warned": [
+            "gpu1 (Fake GPU 1, GPU-00000000-0000-0000-0000-000000000001): NVML reports "
+            "'GPU is lost'; it is no longer sampled, other devices continue"
+        ],
+    }

@@ -22,10 +22,31 @@
  *                            pynvml raises when a symbol is missing). Checked after
  *                            FAKE_NVML_UNSUPPORTED.
  *   FAKE_NVML_LOST_INDEX     index of a device that falls off the bus ...
- *   FAKE_NVML_LOST_AFTER     ... once nvmlDeviceGetUtilizationRates has succeeded this many
- *                            times for it (default 0: lost from the start). From then on every
- *                            per-device call for it (handle look-ups included) returns
- *                            NVML_ERROR_GPU_IS_LOST (15); other devices keep answering.
+ *   FAKE_NVML_LOST_AFTER     ... once it has answered this many GPU-Util reads (default 0: lost
+ *                            from the start). A GPU-Util read is a successful
+ *                            nvmlDeviceGetUtilizationRates call or an nvmlDeviceGetSamples call
+ *                            for GPU-Util samples that finds the buffer (new samples or none).
+ *                            From then on every per-device call for it (handle look-ups
+ *                            included) returns NVML_ERROR_GPU_IS_LOST (15); other devices keep
+ *                            answering.
+ *   FAKE_NVML_UTILIZATION_GPU  the point GPU-Util (nvmlDeviceGetUtilizationRates().gpu) of every
+ *                            device, in percent (default 40 + i).
+ *
+ * Sample buffers (nvmlDeviceGetSamples), one per sampling type, each supported only when its
+ * script is set (otherwise, and for any other type, NVML_ERROR_NOT_SUPPORTED):
+ *   FAKE_NVML_SAMPLES_GPU    comma-separated values of the GPU-Util buffer (type 1), repeated,
+ *                            e.g. "100,0,0,0,0";
+ *   FAKE_NVML_SAMPLES_MEMORY ... of the memory-utilization buffer (type 2);
+ *   FAKE_NVML_SAMPLES_POWER  ... of the power buffer (type 0), in milliwatts.
+ *   FAKE_NVML_SAMPLES_PERIOD_MS    spacing of the samples (default 200).
+ *   FAKE_NVML_SAMPLES_CAPACITY     samples a buffer holds; older ones are gone (default 100).
+ *   FAKE_NVML_SAMPLES_CLOCK  "realtime" (default) or "boottime": the clock of the timestamps.
+ * Sample k (k = 0, 1, ...) of every buffer and device has the timestamp origin + k * period in
+ * microseconds of that clock, where origin is the clock's time at the first nvmlInit*, and the
+ * value script[k % length]; it exists once the clock has reached its timestamp. A call with
+ * `samples` NULL answers the capacity (NVML's "how many can be queried"); a call with an array
+ * returns, oldest first, the existing samples newer than lastSeenTimeStamp, or
+ * NVML_ERROR_NOT_FOUND (6) when there is none. Values are NVML_VALUE_TYPE_UNSIGNED_INT.
  *   FAKE_NVML_GPM_SUPPORTED  "1": nvmlGpmQueryDeviceSupport reports support and GPM sampling
  *                            works; otherwise isSupportedDevice = 0 and the GPM sample calls
  *                            return NVML_ERROR_NOT_SUPPORTED.
@@ -50,7 +71,9 @@
  *   unsigned int fakeNvmlInitCount(void)      successful nvmlInit* calls so far in the process
  *   unsigned int fakeNvmlShutdownCount(void)  successful nvmlShutdown calls so far
  *   unsigned int fakeNvmlUtilizationCallCount(unsigned int index)
- *                                             successful nvmlDeviceGetUtilizationRates calls
+ *                                             GPU-Util reads answered (see FAKE_NVML_LOST_AFTER)
+ *   unsigned long long fakeNvmlSamplesOrigin(void)
+ *                                             the buffers' origin, microseconds of their clock
  *   void fakeNvmlReset(void)                  forgets all of the above and any nvmlInit* still
  *                                             open (for loading the fake into a test process
  *                                             itself, where it outlives one test)
@@ -61,6 +84,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +180,19 @@ static unsigned long g_lost_after = 0;
 static int g_gpm_supported = 0;
 static unsigned int g_util_calls[MAX_DEVICES];
 static unsigned long long g_gpm_sequence = 0;
+static long g_point_gpu_utilization = -1;
+
+#define SAMPLING_TYPES 3 /* NVML_TOTAL_POWER_SAMPLES, GPU_UTILIZATION, MEMORY_UTILIZATION */
+#define MAX_SCRIPT 256
+typedef struct {
+    unsigned int values[MAX_SCRIPT];
+    unsigned int length; /* 0: this buffer is not supported */
+} sample_script_t;
+static sample_script_t g_scripts[SAMPLING_TYPES];
+static unsigned long long g_samples_period_us = 200000;
+static unsigned long long g_samples_capacity = 100;
+static clockid_t g_samples_clock = CLOCK_REALTIME;
+static unsigned long long g_samples_origin_us = 0;
 
 static long env_long(const char *name, long fallback) {
     const char *value = getenv(name);
@@ -163,6 +200,24 @@ static long env_long(const char *name, long fallback) {
     char *end = NULL;
     long parsed = strtol(value, &end, 10);
     return (end != NULL && *end == '\0') ? parsed : fallback;
+}
+
+static void read_script(sample_script_t *script, const char *name) {
+    script->length = 0;
+    const char *text = getenv(name);
+    while (text != NULL && *text != '\0' && script->length < MAX_SCRIPT) {
+        char *end = NULL;
+        unsigned long value = strtoul(text, &end, 10);
+        if (end == text) break;
+        script->values[script->length++] = (unsigned int)value;
+        text = *end == ',' ? end + 1 : end;
+    }
+}
+
+static unsigned long long clock_us(clockid_t clock) {
+    struct timespec now;
+    clock_gettime(clock, &now);
+    return (unsigned long long)now.tv_sec * 1000000ULL + (unsigned long long)now.tv_nsec / 1000ULL;
 }
 
 static void read_config(void) {
@@ -182,6 +237,18 @@ static void read_config(void) {
     long after = env_long("FAKE_NVML_LOST_AFTER", 0);
     g_lost_after = after < 0 ? 0 : (unsigned long)after;
     g_gpm_supported = env_long("FAKE_NVML_GPM_SUPPORTED", 0) == 1;
+    g_point_gpu_utilization = env_long("FAKE_NVML_UTILIZATION_GPU", -1);
+    read_script(&g_scripts[0], "FAKE_NVML_SAMPLES_POWER");
+    read_script(&g_scripts[1], "FAKE_NVML_SAMPLES_GPU");
+    read_script(&g_scripts[2], "FAKE_NVML_SAMPLES_MEMORY");
+    long period_ms = env_long("FAKE_NVML_SAMPLES_PERIOD_MS", 200);
+    g_samples_period_us = (unsigned long long)(period_ms > 0 ? period_ms : 200) * 1000ULL;
+    long capacity = env_long("FAKE_NVML_SAMPLES_CAPACITY", 100);
+    g_samples_capacity = (unsigned long long)(capacity > 0 ? capacity : 100);
+    const char *clock = getenv("FAKE_NVML_SAMPLES_CLOCK");
+    g_samples_clock = clock != NULL && strcmp(clock, "boottime") == 0 ? CLOCK_BOOTTIME
+                                                                      : CLOCK_REALTIME;
+    if (g_init_count == 0) g_samples_origin_us = clock_us(g_samples_clock);
     for (unsigned int i = 0; i < MAX_DEVICES; ++i) g_devices[i].index = i;
 }
 
@@ -382,7 +449,8 @@ static nvmlReturn_t do_utilization(nvmlDevice_t device, nvmlUtilization_t *utili
     nvmlReturn_t ret = check_device("nvmlDeviceGetUtilizationRates", device, &i);
     if (ret != NVML_SUCCESS) return ret;
     if (utilization == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    utilization->gpu = 40 + i;
+    utilization->gpu = g_point_gpu_utilization >= 0 ? (unsigned int)g_point_gpu_utilization
+                                                    : 40 + i;
     utilization->memory = 20 + i;
     g_util_calls[i]++;
     return NVML_SUCCESS;
@@ -432,6 +500,66 @@ static nvmlReturn_t do_power(nvmlDevice_t device, unsigned int *power) {
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
     LOCKED(do_power(device, power));
+}
+
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    signed int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+
+static nvmlReturn_t do_samples(nvmlDevice_t device, unsigned int type, unsigned long long last_seen,
+                               unsigned int *value_type, unsigned int *count,
+                               nvmlSample_t *samples) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetSamples", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (value_type == NULL || count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (type >= SAMPLING_TYPES || g_scripts[type].length == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (type == 1 && samples == NULL) g_util_calls[i]++; /* one GPU-Util read per pynvml call */
+    *value_type = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+    if (samples == NULL) {
+        *count = (unsigned int)g_samples_capacity;
+        return NVML_SUCCESS;
+    }
+    if (*count == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned long long now = clock_us(g_samples_clock);
+    if (now < g_samples_origin_us) return NVML_ERROR_NOT_FOUND;
+    unsigned long long newest = (now - g_samples_origin_us) / g_samples_period_us;
+    unsigned long long first = newest + 1 >= g_samples_capacity ? newest + 1 - g_samples_capacity : 0;
+    if (last_seen >= g_samples_origin_us) {
+        unsigned long long after_seen = (last_seen - g_samples_origin_us) / g_samples_period_us + 1;
+        if (after_seen > first) first = after_seen;
+    }
+    if (first > newest) {
+        *count = 0;
+        return NVML_ERROR_NOT_FOUND;
+    }
+    unsigned long long available = newest - first + 1;
+    unsigned int n = available < *count ? (unsigned int)available : *count;
+    const sample_script_t *script = &g_scripts[type];
+    for (unsigned int s = 0; s < n; ++s) {
+        unsigned long long k = first + s;
+        samples[s].timeStamp = g_samples_origin_us + k * g_samples_period_us;
+        samples[s].sampleValue.uiVal = script->values[k % script->length];
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsigned int type,
+                                         unsigned long long lastSeenTimeStamp,
+                                         unsigned int *sampleValType, unsigned int *sampleCount,
+                                         nvmlSample_t *samples) {
+    LOCKED(do_samples(device, type, lastSeenTimeStamp, sampleValType, sampleCount, samples));
 }
 
 static nvmlReturn_t do_temperature(nvmlDevice_t device, unsigned int sensor, unsigned int *temp) {
@@ -592,6 +720,13 @@ EXPORT unsigned int fakeNvmlShutdownCount(void) {
 EXPORT unsigned int fakeNvmlUtilizationCallCount(unsigned int index) {
     pthread_mutex_lock(&g_lock);
     unsigned int value = index < MAX_DEVICES ? g_util_calls[index] : 0;
+    pthread_mutex_unlock(&g_lock);
+    return value;
+}
+
+EXPORT unsigned long long fakeNvmlSamplesOrigin(void) {
+    pthread_mutex_lock(&g_lock);
+    unsigned long long value = g_samples_origin_us;
     pthread_mutex_unlock(&g_lock);
     return value;
 }

@@ -1,14 +1,15 @@
 """One GPU's metrics through NVML, with NVML's faults mapped to the sampler's rules.
 
 - A query NVML answers "not supported" (power on some boards, most things on MIG) is dropped
-  for this device with one warning; the other queries go on.
+  for this device, with one warning per read naming what was dropped; the other queries go on.
 - "GPU is lost" raises :class:`~tfthroughput.hardware.source.SourceLost`: the sampler drops
   this device.
 - Any other NVML error skips that query for this sample and is warned about once per kind.
 
 Memory comes from NVML's v2 query, whose ``used`` is what ``nvidia-smi`` shows, with the
 driver's own reservation apart (``memory_reserved_gib``); a driver without it gets the v1 query,
-whose ``used`` includes that reservation.
+whose ``used`` includes that reservation. GPU-Util, memory-controller utilization and power
+come from NVML's sample buffers where the GPU has them (:mod:`tfthroughput.hardware.gpu_buffer`).
 """
 
 from __future__ import annotations
@@ -17,14 +18,23 @@ import warnings
 from collections.abc import Callable, Collection
 
 from tfthroughput.hardware.devices import GPUDevice
+from tfthroughput.hardware.gpu_buffer import BufferedQuery, SampleBuffer
 from tfthroughput.hardware.metrics import GPU_METRICS
-from tfthroughput.hardware.source import MonitoringWarning, SourceLost
+from tfthroughput.hardware.source import MonitoringWarning, Reading, SourceLost
 
 _GIB = 1024.0**3
 _GPM_METRICS = ("sm_activity_percent", "tensor_activity_percent")
 _MEMORY_METRICS = ("memory_used_gib", "memory_used_percent", "memory_reserved_gib")
 
-Query = Callable[[object], dict[str, float]]
+# Metrics NVML also keeps in a sample buffer: pynvml's sampling type, and the factor to the
+# metric's unit.
+_BUFFERS = {
+    "utilization_percent": ("NVML_GPU_UTILIZATION_SAMPLES", 1.0),
+    "memory_utilization_percent": ("NVML_MEMORY_UTILIZATION_SAMPLES", 1.0),
+    "power_watts": ("NVML_TOTAL_POWER_SAMPLES", 0.001),  # milliwatts
+}
+
+Query = Callable[[object], dict[str, Reading]]
 
 
 class NVMLGPUSource:
@@ -53,7 +63,7 @@ class NVMLGPUSource:
         for query_name, (query, provides) in self._all_queries().items():
             selected = tuple(name for name in provides if name in wanted)
             if selected:
-                self._queries[query_name] = (query, selected)
+                self._queries[query_name] = (self._with_buffers(query, selected), selected)
         if "gpm" in self._queries and not self._start_gpm():
             del self._queries["gpm"]
 
@@ -70,7 +80,19 @@ class NVMLGPUSource:
             "gpm": (self._gpm, _GPM_METRICS),
         }
 
-    def read(self) -> dict[str, float]:
+    def _with_buffers(self, query: Query, selected: tuple[str, ...]) -> Query:
+        """``query``, reading the selected metrics NVML keeps a sample buffer of from it."""
+        nvml = self._nvml
+        buffers = {}
+        for name in selected:
+            if name in _BUFFERS and hasattr(nvml, "nvmlDeviceGetSamples"):
+                sampling_type, scale = _BUFFERS[name]
+                buffers[name] = SampleBuffer(
+                    nvml, self._handle, getattr(nvml, sampling_type), scale
+                )
+        return BufferedQuery(nvml, query, buffers) if buffers else query
+
+    def read(self) -> dict[str, Reading]:
         """One reading of every selected metric NVML answers for this GPU.
 
         Raises:
@@ -81,14 +103,26 @@ class NVMLGPUSource:
             raise RuntimeError(
                 f"{self.name} ({self.device.name}) was closed; create a new source to read it"
             )
-        values: dict[str, float] = {}
+        values: dict[str, Reading] = {}
+        unsupported: list[str] = []
         for query_name, (query, selected) in list(self._queries.items()):
             try:
                 result = query(self._handle)
             except self._nvml.NVMLError as error:
-                self._handle_error(query_name, selected, error)
+                if getattr(error, "value", None) == self._nvml.NVML_ERROR_NOT_SUPPORTED:
+                    del self._queries[query_name]
+                    unsupported.extend(selected)
+                else:
+                    self._handle_error(query_name, selected, error)
                 continue
             values.update((name, result[name]) for name in selected if name in result)
+        if unsupported:
+            names = ", ".join(unsupported)
+            self._warn_once(
+                f"unsupported:{names}",
+                f"{self.name} ({self.device.name}): NVML does not support {names} on this "
+                "device; dropped, other metrics continue",
+            )
         return values
 
     def close(self) -> None:
@@ -107,14 +141,6 @@ class NVMLGPUSource:
                 f"{self.name} ({self.device.name}, {self.device.uuid}): NVML reports "
                 f"'{error}'; it is no longer sampled, other devices continue"
             ) from error
-        if code == self._nvml.NVML_ERROR_NOT_SUPPORTED:
-            del self._queries[query_name]
-            self._warn_once(
-                query_name,
-                f"{self.name} ({self.device.name}): NVML does not support "
-                f"{', '.join(selected)} on this device; dropped, other metrics continue",
-            )
-            return
         self._warn_once(
             f"{query_name}:{code}",
             f"{self.name}: reading {', '.join(selected)} failed ({error}); skipped this sample",

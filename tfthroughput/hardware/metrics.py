@@ -27,13 +27,15 @@ GPU_METRICS: tuple[Metric, ...] = (
         "utilization_percent",
         "%",
         "gpu",
-        "NVML GPU-Util: share of the sample period in which any kernel was running.",
+        "NVML GPU-Util: share of each driver sample period in which any kernel was running; "
+        "every sample of NVML's buffer in the epoch (point query where there is none).",
     ),
     Metric(
         "memory_utilization_percent",
         "%",
         "gpu",
-        "Share of the sample period in which device memory was read or written.",
+        "Share of each driver sample period in which device memory was read or written; "
+        "from NVML's sample buffer like GPU-Util.",
     ),
     Metric(
         "memory_used_gib",
@@ -49,7 +51,12 @@ GPU_METRICS: tuple[Metric, ...] = (
         "gpu",
         "Device memory the driver reserves for itself (only where NVML's v2 query exists).",
     ),
-    Metric("power_watts", "W", "gpu", "Board power draw."),
+    Metric(
+        "power_watts",
+        "W",
+        "gpu",
+        "Board power draw; from NVML's power sample buffer where the GPU has one.",
+    ),
     Metric("temperature_celsius", "degC", "gpu", "GPU core temperature."),
     Metric("sm_clock_mhz", "MHz", "gpu", "Current SM clock."),
     Metric(

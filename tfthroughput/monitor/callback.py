@@ -202,9 +202,13 @@ class GPUMonitor(keras.callbacks.Callback):
         """Write one epoch's scalars; returns them (also when writing failed)."""
         scalars: dict[str, float] = {}
         samples_per_source: dict[str, int] = {}
+        buffer_samples = getattr(stats, "buffer_samples", {})
         for key, metric_stats in self._selected(stats).items():
             for statistic in self.statistics:
                 scalars[f"{key.source}/{key.metric}/{statistic}"] = getattr(metric_stats, statistic)
+            if key in buffer_samples:  # NVML's own samples: their count, not the reads
+                scalars[f"{key.source}/{key.metric}/samples"] = buffer_samples[key]
+                continue
             samples_per_source[key.source] = max(
                 samples_per_source.get(key.source, 0), metric_stats.count
             )
