@@ -517,3 +517,30 @@ def test_sample_buffer_is_bounded(fake_nvml_dir):
         },
     )
     assert out in ([2, 3, 4], [3, 4, 5])  # a sixth sample may have come by the call
+
+
+_ENERGY = """
+import json
+import time
+import pynvml
+
+pynvml.nvmlInit()
+handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2)]
+first = [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in handles]
+time.sleep(0.2)
+more = [[pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for _ in range(3)] for h in handles]
+print(json.dumps({"first": first, "more": more}))
+"""
+
+
+def test_energy_counter_runs_at_the_fake_power_by_default(fake_nvml_dir):
+    out = _run_json(_ENERGY, fake_nvml_dir)
+    for i in range(2):
+        assert 1_000_000_000 <= out["first"][i] < 1_000_000_000 + (150 + i) * 100  # < 0.1 s in
+        gained = out["more"][i][0] - out["first"][i]
+        assert (150 + i) * 200 <= gained <= (150 + i) * 400  # mJ over the 0.2 s sleep
+
+
+def test_energy_counter_scripted_per_device(fake_nvml_dir):
+    out = _run_json(_ENERGY, fake_nvml_dir, env={"FAKE_NVML_ENERGY": "5000,9000,2000"})
+    assert out == {"first": [5000, 5000], "more": [[9000, 2000, 2000]] * 2}

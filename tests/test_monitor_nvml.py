@@ -25,7 +25,7 @@ model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 epochs = int(os.environ["EPOCHS"])
 monitor = GPUMonitor(
-    os.environ["LOG_DIR"], interval=float(os.environ["INTERVAL"]), update_logs=True
+    os.environ["LOG_DIR"], interval=float(os.environ["INTERVAL"]), update_logs=True, batch_size=8
 )
 history = model.fit(x, y, batch_size=8, epochs=epochs, callbacks=[monitor], verbose=0)
 # The callback is reused: NVML must not be initialised again.
@@ -87,7 +87,22 @@ def test_fit_logs_exact_per_device_values(fake_nvml_dir, tmp_path):
         for metric in _gpu_expected(i)
         for statistic in ("mean", "min", "max", "p95")
     } | {"gpu0/samples", "gpu1/samples"}
-    assert gpu_tags == expected_tags  # no GPM tags: the fake's GPUs do not support it
+    energy_tags = {f"gpu{i}/energy_joules{end}" for i in range(2) for end in ("", "/from_counter")}
+    assert gpu_tags == expected_tags | energy_tags  # no GPM tags: the fakes do not support it
+    # The fake's energy counter runs at (150 + i) W: an epoch's energy is that power times the
+    # time from the epoch's start to its last reading, which ends it; epoch/seconds also holds
+    # the hooks' own time around them (milliseconds).
+    for step in steps:
+        seconds = scalars["epoch/seconds"][step]
+        for i in range(2):
+            joules = scalars[f"gpu{i}/energy_joules"][step]
+            assert joules == pytest.approx((150 + i) * seconds, abs=(150 + i) * 0.02), (step, i)
+            assert joules <= (150 + i) * seconds
+            assert scalars[f"gpu{i}/energy_joules/from_counter"][step] == 1.0
+        examples = scalars["epoch/examples_per_second"][step] * seconds
+        both = scalars["gpu0/energy_joules"][step] + scalars["gpu1/energy_joules"][step]
+        assert scalars["epoch/joules_per_example"][step] == pytest.approx(both / examples)
+    assert len(out["history"]["gpu0_energy_joules"]) == 2
     # every sample reads every source
     for step in steps:
         samples = {scalars[f"{name}/samples"][step] for name in ("gpu0", "gpu1", "host")}

@@ -23,6 +23,7 @@ def _expected(i: int) -> dict[str, float]:
         "memory_used_percent": 100.0 * (1 + i) / 80,  # 1.25, 2.5, 3.75, ...
         "memory_reserved_gib": 0.5,
         "power_watts": 150.0 + i,  # NVML reports milliwatts
+        "energy_joules": "energy from counter",
         "temperature_celsius": 50.0 + i,
         "sm_clock_mhz": 1500.0 + i,
     }
@@ -34,13 +35,22 @@ import os
 from tfthroughput.hardware.nvml import nvml
 from tfthroughput.hardware.devices import visible_gpus
 from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.source import Increment
 
 metrics = os.environ.get("METRICS")
 sources = [
     NVMLGPUSource(nvml(), device, None if metrics is None else metrics.split(","))
     for device in visible_gpus(nvml())
 ]
-reads = {s.name: [s.read() for _ in range(int(os.environ.get("READS", "1")))] for s in sources}
+
+def read(source):  # energy depends on the time between reads: only its origin is compared
+    return {
+        name: f"energy from {'counter' if value.counter else 'power'}"
+        if isinstance(value, Increment) else value
+        for name, value in source.read().items()
+    }
+
+reads = {s.name: [read(s) for _ in range(int(os.environ.get("READS", "1")))] for s in sources}
 for source in sources:
     source.close()
 lib = nvml().nvmlLib
@@ -444,10 +454,10 @@ reads = []
 for moment in (0.15, 0.45, 0.55, 1.05):  # period 0.2 s: samples at 0, 0.2, 0.4, ...
     sleep_until(moment, 0.05)
     reading = source.read()
-    reads.append({  # timed samples as [values oldest first, fallback]
+    reads.append({  # timed samples as [values oldest first, fallback]; energy tested apart
         name: [[v for _, v in value.samples], value.fallback]
         if isinstance(value, tuple) else value
-        for name, value in reading.items()
+        for name, value in reading.items() if name != "energy_joules"
     })
 emit({"reads": reads, "late": late, "warned": warned()})
 """,
@@ -461,7 +471,7 @@ emit({"reads": reads, "late": late, "warned": warned()})
     )
     assert out["late"] == []
     point = {k: v for k, v in _expected(0).items() if k != "utilization_percent"}
-    del point["power_watts"]
+    del point["power_watts"], point["energy_joules"]
     # Samples 0 | 1, 2 | nothing new at 0.55: the point reading as fallback | 3, 4, 5
     util = [[[1.0], None], [[2.0, 3.0], None], [[], 0.0], [[4.0, 5.0, 1.0], None]]
     power = [[[100.0], None], [[300.0, 100.0], None], [[], 150.0], [[300.0, 100.0, 300.0], None]]
@@ -566,3 +576,155 @@ def test_lost_gpu_with_buffers_stops_that_gpu_only(fake_nvml_dir):
             "'GPU is lost'; it is no longer sampled, other devices continue"
         ],
     }
+
+
+# Energy: reads of GPU 0, an `energy_joules` Increment as [joules, from the counter]. The
+# source reads the counter once when it starts: the first value of a script is that reading.
+_ENERGY = """
+import os
+import time
+from tfthroughput.hardware.nvml import nvml
+from tfthroughput.hardware.devices import visible_gpus
+from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.source import Increment
+
+source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], os.environ["METRICS"].split(","))
+reads = []
+for _ in range(int(os.environ.get("READS", "5"))):
+    reading = source.read()
+    reads.append({
+        name: [round(value.amount, 6), value.counter] if isinstance(value, Increment)
+        else value if isinstance(value, float) else "timed"
+        for name, value in reading.items()
+    })
+    time.sleep(float(os.environ.get("PAUSE", "0")))
+emit({"reads": reads, "warned": warned()})
+"""
+
+
+def test_energy_from_a_scripted_counter_across_a_restart(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _ENERGY,
+        fake_nvml_dir,
+        env={
+            "METRICS": "energy_joules",
+            "FAKE_NVML_ENERGY": "1000000,1100000,1300000,200000,500000",  # mJ; restart at 4th
+        },
+    )
+    # 1.0e6 when the source starts, then +100 J, +200 J, restart: +200 J, +300 J, unchanged
+    joules = [100.0, 200.0, 200.0, 300.0, 0.0]
+    assert out == {"reads": [{"energy_joules": [j, True]} for j in joules], "warned": []}
+
+
+def test_energy_without_the_counter_integrates_point_power_quietly(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _ENERGY,
+        fake_nvml_dir,
+        env={
+            "METRICS": "energy_joules",  # power not asked for: read for energy all the same
+            "READS": "3",
+            "PAUSE": "0.25",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetTotalEnergyConsumption",
+        },
+    )
+    joules = [read["energy_joules"][0] for read in out["reads"]]
+    assert [read["energy_joules"][1] for read in out["reads"]] == [False] * 3
+    # 150 W from the start (a power reading then) to the first read, then for ~0.25 s
+    # between reads (sleeps overshoot, never undershoot)
+    assert 0.0 < joules[0] < 150 * 0.1
+    assert all(150 * 0.25 <= j <= 150 * 0.4 for j in joules[1:]), joules
+    assert out["warned"] == []
+
+
+def test_energy_without_the_counter_integrates_the_power_buffer(fake_nvml_dir):
+    # Power samples every 200 ms alternating 100 and 300 W: 200 W on average, 40 J per period.
+    out = run_json_with_fake_nvml(
+        _SLEEP_UNTIL
+        + """
+from tfthroughput.hardware.devices import visible_gpus
+from tfthroughput.hardware.gpu import NVMLGPUSource
+
+sleep_until(0.1, 0.05)  # the source starts with sample 0 in the buffer
+source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["energy_joules", "power_watts"])
+increments = []
+for moment in (0.5, 1.3):
+    sleep_until(moment, 0.05)
+    energy = source.read()["energy_joules"]
+    increments.append([energy.amount, energy.seconds, energy.counter])
+emit({"increments": increments, "late": late, "warned": warned()})
+""",
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "FAKE_NVML_SAMPLES_POWER": "100000,300000",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetTotalEnergyConsumption",
+        },
+    )
+    assert out["late"] == [] and out["warned"] == []
+    # samples 0 (at the start) | 0.2, 0.4 | 0.6 ... 1.2: trapezoids at the samples' times
+    # (placed through each read's clock readings: microseconds apart, a few millijoules)
+    assert out["increments"] == [
+        [pytest.approx(80.0, abs=0.1), pytest.approx(0.4, abs=1e-3), False],
+        [pytest.approx(160.0, abs=0.1), pytest.approx(0.8, abs=1e-3), False],
+    ]
+
+
+def test_energy_is_dropped_with_power_where_neither_is_supported(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _ENERGY,
+        fake_nvml_dir,
+        env={
+            "METRICS": "energy_joules,power_watts,temperature_celsius",
+            "READS": "3",
+            "FAKE_NVML_UNSUPPORTED": (
+                "nvmlDeviceGetTotalEnergyConsumption,nvmlDeviceGetPowerUsage"
+            ),
+        },
+    )
+    assert out == {
+        "reads": [{"temperature_celsius": 50.0}] * 3,
+        "warned": [
+            "gpu0 (Fake GPU 0): NVML does not support power_watts, energy_joules on this "
+            "device; dropped, other metrics continue"
+        ],
+    }
+
+
+def test_sampler_windows_add_up_the_counters_increments(fake_nvml_dir):
+    # The counter is read when the source starts (1.0e6 mJ), then at 1, 2, 3, 4, 5 on the
+    # sampler's clock: +100, +200, +200 (after a restart), +300, +0 J. Windows cut at 2.5,
+    # 4 (with a reading then) and 5.5.
+    out = run_json_with_fake_nvml(
+        """
+        from tfthroughput.hardware.discovery import default_sources
+        from tfthroughput.hardware.sampler import Sampler
+
+        class Clock:
+            now = 0.0
+            def __call__(self):
+                return self.now
+
+        clock = Clock()
+        sampler = Sampler(default_sources(["energy_joules"]), 1.0, clock=clock)
+        windows = []
+        for moment, action in [(1, "read"), (2, "read"), (2.5, "cut"), (3, "read"),
+                               (4, "read and cut"), (5, "read"), (5.5, "cut")]:
+            clock.now = moment
+            if action == "read":
+                sampler.sample_once()
+            else:
+                window = sampler.collect(sample_now=action == "read and cut")
+                windows.append({"/".join(k): list(t) for k, t in window.totals.items()})
+        emit(windows)
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_ENERGY": "1000000,1100000,1300000,200000,500000",
+            "FAKE_NVML_DEVICE_COUNT": "1",
+        },
+    )
+    assert out == [
+        {"gpu0/energy_joules": [300.0, True]},
+        {"gpu0/energy_joules": [500.0, True]},
+        {"gpu0/energy_joules": [0.0, True]},
+    ]

@@ -99,6 +99,7 @@ emit({
 
 _GPU_KEYS = sorted(
     [
+        "energy_joules",
         "memory_reserved_gib",
         "memory_used_gib",
         "memory_used_percent",

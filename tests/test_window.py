@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.hardware.source import TimedSamples
+from tfthroughput.hardware.source import Increment, TimedSamples
 from tfthroughput.hardware.stats import MetricStats, summarize
-from tfthroughput.hardware.window import SampleKey, SampleStore, check_reading
+from tfthroughput.hardware.window import SampleKey, SampleStore, WindowTotal, check_reading
 
 UTIL = SampleKey("gpu0", "utilization_percent")
 POWER = SampleKey("gpu0", "power_watts")
@@ -85,3 +85,35 @@ def test_check_reading_keeps_timed_samples_and_converts_numbers():
     timed = TimedSamples(((0.0, 1.0),))
     assert check_reading(timed) is timed
     assert check_reading(3) == 3.0 and isinstance(check_reading(3), float)
+
+
+ENERGY = SampleKey("gpu0", "energy_joules")
+
+
+def test_increments_add_up_per_window():
+    store = SampleStore(start=0.0)
+    store.add(ENERGY, Increment(100.0, 1.0, counter=True), now=1.0)
+    store.add(ENERGY, Increment(200.0, 1.0, counter=True), now=2.0)
+    first = store.cut(now=2.0)
+    store.add(ENERGY, Increment(300.0, 1.0, counter=False), now=3.0)
+    second = store.cut(now=3.5)
+    assert first == {} and first.totals == {ENERGY: WindowTotal(300.0, True)}
+    assert second.totals == {ENERGY: WindowTotal(300.0, False)}  # the last increment's kind
+    assert store.cut(now=4.0).totals == {}  # nothing accumulated: nothing to report
+
+
+def test_an_increment_straddling_the_windows_start_counts_the_part_inside():
+    store = SampleStore(start=0.0)
+    store.cut(now=2.5)
+    # 200 J over 2..3: half of it after the window began at 2.5
+    store.add(ENERGY, Increment(200.0, 1.0, counter=True), now=3.0)
+    # 300 J over 3..4, current half a second before the read at 4.5
+    store.add(ENERGY, Increment(300.0, 1.0, counter=True, age=0.5), now=4.5)
+    assert store.cut(now=4.5).totals == {ENERGY: WindowTotal(400.0, True)}
+
+
+def test_an_increment_that_ended_before_the_window_began_is_the_closed_windows():
+    store = SampleStore(start=10.0)
+    store.add(ENERGY, Increment(40.0, 1.0, counter=False, age=2.0), now=11.0)  # over 8..9
+    store.add(ENERGY, Increment(0.0, 0.0, counter=False), now=11.0)  # a starting point
+    assert store.cut(now=12.0).totals == {ENERGY: WindowTotal(0.0, False)}

@@ -31,6 +31,11 @@
  *                            answering.
  *   FAKE_NVML_UTILIZATION_GPU  the point GPU-Util (nvmlDeviceGetUtilizationRates().gpu) of every
  *                            device, in percent (default 40 + i).
+ *   FAKE_NVML_ENERGY         comma-separated millijoule readings that successive
+ *                            nvmlDeviceGetTotalEnergyConsumption calls return for each device
+ *                            (its own sequence per device; the last value repeats), e.g.
+ *                            "5000,9000,2000" for a counter that restarts. Unset: the counter
+ *                            runs with time, see below.
  *
  * Sample buffers (nvmlDeviceGetSamples), one per sampling type, each supported only when its
  * script is set (otherwise, and for any other type, NVML_ERROR_NOT_SUPPORTED):
@@ -58,6 +63,7 @@
  *   free = total - reserved - used; the v1 query counts the reserved part as used:
  *   used = (1 + i) GiB + 512 MiB, free the same as v2's,
  *   power = 150000 + 1000 * i mW, temperature (NVML_TEMPERATURE_GPU) = 50 + i C,
+ *   total energy = 1e9 mJ + that power times the time since the first nvmlInit* (realtime),
  *   clocks: graphics = SM = 1500 + i MHz, memory = 2600 + i MHz, video = 1300 + i MHz,
  *   CUDA compute capability 9.0; driver version "550.00.fake", NVML version "12.550.00.fake".
  *   GPM (when supported): GRAPHICS_UTIL = 70 + i, SM_UTIL = 60 + i, SM_OCCUPANCY = 30 + i,
@@ -181,6 +187,11 @@ static int g_gpm_supported = 0;
 static unsigned int g_util_calls[MAX_DEVICES];
 static unsigned long long g_gpm_sequence = 0;
 static long g_point_gpu_utilization = -1;
+#define MAX_ENERGY_SCRIPT 64
+static unsigned long long g_energy_script[MAX_ENERGY_SCRIPT];
+static unsigned int g_energy_length = 0;
+static unsigned int g_energy_calls[MAX_DEVICES];
+static unsigned long long g_energy_origin_us = 0;
 
 #define SAMPLING_TYPES 3 /* NVML_TOTAL_POWER_SAMPLES, GPU_UTILIZATION, MEMORY_UTILIZATION */
 #define MAX_SCRIPT 256
@@ -248,7 +259,19 @@ static void read_config(void) {
     const char *clock = getenv("FAKE_NVML_SAMPLES_CLOCK");
     g_samples_clock = clock != NULL && strcmp(clock, "boottime") == 0 ? CLOCK_BOOTTIME
                                                                       : CLOCK_REALTIME;
-    if (g_init_count == 0) g_samples_origin_us = clock_us(g_samples_clock);
+    if (g_init_count == 0) {
+        g_samples_origin_us = clock_us(g_samples_clock);
+        g_energy_origin_us = clock_us(CLOCK_REALTIME);
+    }
+    g_energy_length = 0;
+    const char *energy = getenv("FAKE_NVML_ENERGY");
+    while (energy != NULL && *energy != '\0' && g_energy_length < MAX_ENERGY_SCRIPT) {
+        char *end = NULL;
+        unsigned long long value = strtoull(energy, &end, 10);
+        if (end == energy) break;
+        g_energy_script[g_energy_length++] = value;
+        energy = *end == ',' ? end + 1 : end;
+    }
     for (unsigned int i = 0; i < MAX_DEVICES; ++i) g_devices[i].index = i;
 }
 
@@ -502,6 +525,26 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *p
     LOCKED(do_power(device, power));
 }
 
+static nvmlReturn_t do_energy(nvmlDevice_t device, unsigned long long *energy) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetTotalEnergyConsumption", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (energy == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g_energy_length > 0) {
+        unsigned int call = g_energy_calls[i]++;
+        *energy = g_energy_script[call < g_energy_length ? call : g_energy_length - 1];
+        return NVML_SUCCESS;
+    }
+    unsigned long long elapsed_us = clock_us(CLOCK_REALTIME) - g_energy_origin_us;
+    /* mW * us / 1e6 = mJ */
+    *energy = 1000000000ULL + (150000ULL + 1000ULL * i) * elapsed_us / 1000000ULL;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                        unsigned long long *energy) {
+    LOCKED(do_energy(device, energy));
+}
+
 typedef union {
     double dVal;
     unsigned int uiVal;
@@ -738,5 +781,6 @@ EXPORT void fakeNvmlReset(void) {
     g_shutdown_count = 0;
     g_gpm_sequence = 0;
     memset(g_util_calls, 0, sizeof g_util_calls);
+    memset(g_energy_calls, 0, sizeof g_energy_calls);
     pthread_mutex_unlock(&g_lock);
 }

@@ -9,7 +9,9 @@
 Memory comes from NVML's v2 query, whose ``used`` is what ``nvidia-smi`` shows, with the
 driver's own reservation apart (``memory_reserved_gib``); a driver without it gets the v1 query,
 whose ``used`` includes that reservation. GPU-Util, memory-controller utilization and power
-come from NVML's sample buffers where the GPU has them (:mod:`tfthroughput.hardware.gpu_buffer`).
+come from NVML's sample buffers where the GPU has them (:mod:`tfthroughput.hardware.gpu_buffer`);
+energy from NVML's energy counter, or sampled power where it has none
+(:mod:`tfthroughput.hardware.energy`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import warnings
 from collections.abc import Callable, Collection
 
 from tfthroughput.hardware.devices import GPUDevice
+from tfthroughput.hardware.energy import EnergyQuery
+from tfthroughput.hardware.gpm import GPM_METRICS, GPMActivity
 from tfthroughput.hardware.gpu_buffer import BufferedQuery, SampleBuffer
 from tfthroughput.hardware.metrics import GPU_METRICS
-from tfthroughput.hardware.source import MonitoringWarning, Reading, SourceLost
+from tfthroughput.hardware.source import MonitoringWarning, Reading, SourceLost, TimedSamples
 
 _GIB = 1024.0**3
-_GPM_METRICS = ("sm_activity_percent", "tensor_activity_percent")
 _MEMORY_METRICS = ("memory_used_gib", "memory_used_percent", "memory_reserved_gib")
 
 # Metrics NVML also keeps in a sample buffer: pynvml's sampling type, and the factor to the
@@ -55,17 +58,30 @@ class NVMLGPUSource:
         self._wanted = wanted
         self._explicit_request = metrics is not None
         self._warned: set[str] = set()
-        self._gpm_samples: list[object] = []
-        self._gpm_previous = None
+        self._gpm = GPMActivity(pynvml, self._handle)
         self._memory_v2 = True
         self._closed = False
+        self._energy_power: Query | None = None  # power read for energy alone
+        self._results: dict[str, dict[str, Reading]] = {}  # this read's, by query
         self._queries: dict[str, tuple[Query, tuple[str, ...]]] = {}
         for query_name, (query, provides) in self._all_queries().items():
             selected = tuple(name for name in provides if name in wanted)
             if selected:
                 self._queries[query_name] = (self._with_buffers(query, selected), selected)
-        if "gpm" in self._queries and not self._start_gpm():
-            del self._queries["gpm"]
+        if "gpm" in self._queries:
+            unavailable = self._gpm.start()
+            if unavailable is not None:
+                del self._queries["gpm"]
+                self._warn_if_requested(
+                    GPM_METRICS,
+                    f"{self.name} ({device.name}): {', '.join(GPM_METRICS)} unavailable: "
+                    f"{unavailable}; dropped",
+                )
+        if "energy" in self._queries:
+            try:  # the meter's starting point, so the first window counts from its start
+                self._queries["energy"][0](self._handle)
+            except pynvml.NVMLError:
+                pass  # the first read meets the same error and reports it
 
     def _all_queries(self) -> dict[str, tuple[Query, tuple[str, ...]]]:
         return {
@@ -75,9 +91,11 @@ class NVMLGPUSource:
             ),
             "memory": (self._memory, _MEMORY_METRICS),
             "power": (self._power, ("power_watts",)),
+            # after power, whose samples it integrates on boards without an energy counter
+            "energy": (EnergyQuery(self._nvml, self._power_samples), ("energy_joules",)),
             "temperature": (self._temperature, ("temperature_celsius",)),
             "sm_clock": (self._sm_clock, ("sm_clock_mhz",)),
-            "gpm": (self._gpm, _GPM_METRICS),
+            "gpm": (self._gpm, GPM_METRICS),
         }
 
     def _with_buffers(self, query: Query, selected: tuple[str, ...]) -> Query:
@@ -105,6 +123,7 @@ class NVMLGPUSource:
             )
         values: dict[str, Reading] = {}
         unsupported: list[str] = []
+        self._results = {}
         for query_name, (query, selected) in list(self._queries.items()):
             try:
                 result = query(self._handle)
@@ -115,6 +134,7 @@ class NVMLGPUSource:
                 else:
                     self._handle_error(query_name, selected, error)
                 continue
+            self._results[query_name] = result
             values.update((name, result[name]) for name in selected if name in result)
         if unsupported:
             names = ", ".join(unsupported)
@@ -127,12 +147,7 @@ class NVMLGPUSource:
 
     def close(self) -> None:
         self._closed = True
-        for sample in self._gpm_samples:
-            try:
-                self._nvml.nvmlGpmSampleFree(sample)
-            except self._nvml.NVMLError:
-                pass  # the device may be gone; nothing left to release then
-        self._gpm_samples = []
+        self._gpm.close()
 
     def _handle_error(self, query_name: str, selected: tuple[str, ...], error) -> None:
         code = getattr(error, "value", None)
@@ -173,7 +188,7 @@ class NVMLGPUSource:
                     raise
                 self._memory_v2 = False
                 self._warn_if_requested(
-                    "memory_reserved_gib",
+                    ("memory_reserved_gib",),
                     f"{self.name} ({self.device.name}): memory_reserved_gib unavailable: the "
                     f"driver has no v2 memory query ({error}); dropped",
                 )
@@ -192,13 +207,31 @@ class NVMLGPUSource:
             nvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
         )
 
-    def _warn_if_requested(self, metric: str, message: str) -> None:
-        """Warn about an extra metric that is missing only when the user asked for it."""
-        if self._explicit_request and metric in self._wanted:
-            self._warn_once(metric, message)
+    def _warn_if_requested(self, metrics: tuple[str, ...], message: str) -> None:
+        """Warn about extra metrics that are missing only when the user asked for one."""
+        if self._explicit_request and self._wanted.intersection(metrics):
+            self._warn_once(metrics[0], message)
 
     def _power(self, handle) -> dict[str, float]:
         return {"power_watts": self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}
+
+    def _power_samples(self, handle) -> list[tuple[float, float]]:
+        """This read's power samples as ``(age, watts)``, read for energy if not already."""
+        if "power" in self._results:
+            reading = self._results["power"].get("power_watts")
+        else:  # not read yet, not selected, or just dropped (then this read says why)
+            if "power" in self._queries:
+                query = self._queries["power"][0]
+            else:
+                if self._energy_power is None:
+                    self._energy_power = self._with_buffers(self._power, ("power_watts",))
+                query = self._energy_power
+            reading = query(handle).get("power_watts")
+        if isinstance(reading, TimedSamples):
+            if reading.samples:
+                return list(reading.samples)
+            reading = reading.fallback
+        return [] if reading is None else [(0.0, reading)]
 
     def _temperature(self, handle) -> dict[str, float]:
         celsius = self._nvml.nvmlDeviceGetTemperature(handle, self._nvml.NVML_TEMPERATURE_GPU)
@@ -207,49 +240,3 @@ class NVMLGPUSource:
     def _sm_clock(self, handle) -> dict[str, float]:
         clock = self._nvml.nvmlDeviceGetClockInfo(handle, self._nvml.NVML_CLOCK_SM)
         return {"sm_clock_mhz": float(clock)}
-
-    def _start_gpm(self) -> bool:
-        """Allocate GPM samples if this GPU supports GPM (Hopper and newer)."""
-        nvml = self._nvml
-        try:
-            supported = nvml.nvmlGpmQueryDeviceSupport(self._handle).isSupportedDevice
-            if supported:
-                self._gpm_samples = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
-        except (nvml.NVMLError, AttributeError) as error:
-            # AttributeError: bindings or a driver too old to know GPM at all.
-            reason = str(error)
-        else:
-            reason = "the GPU does not support GPM (it needs Hopper or newer)"
-            if supported:
-                return True
-        if self._explicit_request:
-            self._warn_once(
-                "gpm",
-                f"{self.name} ({self.device.name}): {', '.join(_GPM_METRICS)} unavailable: "
-                f"{reason}; dropped",
-            )
-        return False
-
-    def _gpm(self, handle) -> dict[str, float]:
-        """SM and tensor activity between the previous GPM sample and this one."""
-        nvml = self._nvml
-        # Two buffers used alternately: the one not holding the previous sample takes this one.
-        current = self._gpm_samples[1 if self._gpm_previous is self._gpm_samples[0] else 0]
-        nvml.nvmlGpmSampleGet(handle, current)
-        previous, self._gpm_previous = self._gpm_previous, current
-        if previous is None:
-            return {}  # GPM metrics are rates between two samples: the first gives none
-        request = nvml.c_nvmlGpmMetricsGet_t()
-        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = 2
-        request.sample1 = previous
-        request.sample2 = current
-        request.metrics[0].metricId = nvml.NVML_GPM_METRIC_SM_UTIL
-        request.metrics[1].metricId = nvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL
-        nvml.nvmlGpmMetricsGet(request)
-        values = {}
-        for slot, name in enumerate(_GPM_METRICS):
-            metric = request.metrics[slot]
-            if metric.nvmlReturn == nvml.NVML_SUCCESS:
-                values[name] = float(metric.value)
-        return values

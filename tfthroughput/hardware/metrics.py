@@ -57,6 +57,13 @@ GPU_METRICS: tuple[Metric, ...] = (
         "gpu",
         "Board power draw; from NVML's power sample buffer where the GPU has one.",
     ),
+    Metric(
+        "energy_joules",
+        "J",
+        "gpu",
+        "Energy used in the epoch: the increase of NVML's energy counter, or sampled power "
+        "integrated on boards without it (see energy_joules/from_counter).",
+    ),
     Metric("temperature_celsius", "degC", "gpu", "GPU core temperature."),
     Metric("sm_clock_mhz", "MHz", "gpu", "Current SM clock."),
     Metric(

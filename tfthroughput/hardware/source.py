@@ -4,8 +4,9 @@ A source is anything with a ``name`` (the tag prefix, e.g. ``"gpu0"`` or ``"host
 ``read()`` returning ``{metric_name: reading}`` for what it can measure right now, and
 ``close()``. Tests inject small fakes with the same three members.
 
-A reading is a number (the value now) or :class:`TimedSamples` (values the hardware sampled
-itself, each with its age, which the sampler files by time).
+A reading is a number (the value now), :class:`TimedSamples` (values the hardware sampled
+itself, each with its age, which the sampler files by time) or an :class:`Increment` (an
+amount accumulated since the previous read, such as energy, which the sampler adds up per window).
 """
 
 from __future__ import annotations
@@ -30,7 +31,28 @@ class TimedSamples(NamedTuple):
     fallback: float | None = None
 
 
-Reading = float | TimedSamples
+class Increment(NamedTuple):
+    """An amount accumulated over a span of time, such as the energy used since the last read.
+
+    The sampler shares it out to windows by time: the part of the span before a window began
+    belongs to the window before.
+
+    Attributes:
+        amount: What accumulated (e.g. joules).
+        seconds: The span it accumulated over, ending ``age`` seconds before ``read()``
+            returned.
+        counter: True when the hardware counts it (NVML's energy counter), False when the
+            source estimates it (e.g. by integrating sampled power).
+        age: How long before ``read()`` returned the span ended, in seconds.
+    """
+
+    amount: float
+    seconds: float
+    counter: bool
+    age: float = 0.0
+
+
+Reading = float | TimedSamples | Increment
 
 
 class MonitoringWarning(UserWarning):

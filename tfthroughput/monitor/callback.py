@@ -30,7 +30,12 @@ from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
 from tfthroughput.monitor.dashboard import write_layout
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
-_EPOCH_TAGS = ("epoch/seconds", "epoch/steps_per_second", "epoch/examples_per_second")
+_EPOCH_TAGS = (
+    "epoch/seconds",
+    "epoch/steps_per_second",
+    "epoch/examples_per_second",
+    "epoch/joules_per_example",
+)
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -43,8 +48,9 @@ class GPUMonitor(keras.callbacks.Callback):
     Tags (units in the README):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
-        ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/energy_joules``: energy
+        used in the epoch. ``epoch/seconds``, ``epoch/steps_per_second`` and, given
+        ``batch_size``, ``epoch/examples_per_second`` and ``epoch/joules_per_example``.
 
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
@@ -151,6 +157,8 @@ class GPUMonitor(keras.callbacks.Callback):
         if self.update_logs and logs is not None:
             for key, metric_stats in self._selected(stats).items():
                 logs[f"{key.source}_{key.metric}"] = metric_stats.mean
+            for key, total in getattr(stats, "totals", {}).items():
+                logs[f"{key.source}_{key.metric}"] = total.amount
             for tag in _EPOCH_TAGS:
                 if tag in scalars:
                     logs[tag.replace("/", "_")] = scalars[tag]
@@ -214,6 +222,10 @@ class GPUMonitor(keras.callbacks.Callback):
             )
         for source, count in samples_per_source.items():
             scalars[f"{source}/samples"] = count
+        totals = getattr(stats, "totals", {})  # energy: an increase over the epoch
+        for key, total in totals.items():
+            scalars[f"{key.source}/{key.metric}"] = total.amount
+            scalars[f"{key.source}/{key.metric}/from_counter"] = float(total.counter)
         if seconds is not None and seconds > 0:
             scalars["epoch/seconds"] = seconds
             steps = self._steps_this_epoch()
@@ -221,6 +233,11 @@ class GPUMonitor(keras.callbacks.Callback):
                 scalars["epoch/steps_per_second"] = steps / seconds
                 if self.batch_size:
                     scalars["epoch/examples_per_second"] = steps * self.batch_size / seconds
+                    joules = [t.amount for k, t in totals.items() if k.metric == "energy_joules"]
+                    if joules:
+                        scalars["epoch/joules_per_example"] = sum(joules) / (
+                            steps * self.batch_size
+                        )
         with self._state_lock:
             writer = self._writer
             if writer is None:
