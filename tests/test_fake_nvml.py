@@ -544,3 +544,75 @@ def test_energy_counter_runs_at_the_fake_power_by_default(fake_nvml_dir):
 def test_energy_counter_scripted_per_device(fake_nvml_dir):
     out = _run_json(_ENERGY, fake_nvml_dir, env={"FAKE_NVML_ENERGY": "5000,9000,2000"})
     assert out == {"first": [5000, 5000], "more": [[9000, 2000, 2000]] * 2}
+
+
+def test_mig_devices_and_process_lists(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import os
+        import pynvml
+
+        def attempt(call):
+            try:
+                return call()
+            except pynvml.NVMLError as e:
+                return type(e).__name__
+
+        pynvml.nvmlInit()
+        gpu0, gpu1 = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        out = {
+            "mode": [attempt(lambda: pynvml.nvmlDeviceGetMigMode(h)) for h in (gpu0, gpu1)],
+            "slots": attempt(lambda: pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu0)),
+            "slot 1": attempt(lambda: pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu0, 1)),
+        }
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu0, 0)
+        mem = pynvml.nvmlDeviceGetMemoryInfo(mig, version=pynvml.nvmlMemory_v2)
+        out["mig"] = [
+            pynvml.nvmlDeviceGetUUID(mig),
+            pynvml.nvmlDeviceGetName(mig),
+            [mem.total, mem.reserved, mem.used],
+            attempt(lambda: pynvml.nvmlDeviceGetUtilizationRates(mig)),
+        ]
+        out["processes"] = [
+            [[p.pid == os.getpid() or p.pid, p.usedGpuMemory] for p in
+             pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+            for h in (gpu0, gpu1, mig)
+        ]
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_MIG": "0:1", "FAKE_NVML_PROCESSES": "self:1024,77:10"},
+    )
+    mib = 1024**2
+    assert out == {
+        "mode": [[1, 1], "NVMLError_NotSupported"],
+        "slots": 7,
+        "slot 1": "NVMLError_NotFound",
+        "mig": [
+            "MIG-00000000-0000-0000-0000-000000000000",
+            "Fake GPU 0 MIG 0",
+            [10 * GIB, 0, 256 * mib],
+            "NVMLError_NotSupported",
+        ],
+        "processes": [
+            [[True, 1024 * mib], [77, 10 * mib]],
+            [[True, 1280 * mib], [77, 266 * mib]],  # device 1: 256 MiB more each
+            [[True, 1024 * mib], [77, 10 * mib]],  # MIG device 0: 64 * 0 more
+        ],
+    }
+
+
+def test_no_processes_listed_by_default(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        print(json.dumps(pynvml.nvmlDeviceGetComputeRunningProcesses(h)))
+        """,
+        fake_nvml_dir,
+    )
+    assert out == []

@@ -90,14 +90,13 @@ def test_fit_logs_exact_per_device_values(fake_nvml_dir, tmp_path):
     energy_tags = {f"gpu{i}/energy_joules{end}" for i in range(2) for end in ("", "/from_counter")}
     assert gpu_tags == expected_tags | energy_tags  # no GPM tags: the fakes do not support it
     # The fake's energy counter runs at (150 + i) W: an epoch's energy is that power times the
-    # time from the epoch's start to its last reading, which ends it; epoch/seconds also holds
-    # the hooks' own time around them (milliseconds).
+    # time from the window's start to the reading that ends it; epoch/seconds also holds part
+    # of the hooks' own time around them (milliseconds; tens on a loaded machine).
     for step in steps:
         seconds = scalars["epoch/seconds"][step]
         for i in range(2):
             joules = scalars[f"gpu{i}/energy_joules"][step]
-            assert joules == pytest.approx((150 + i) * seconds, abs=(150 + i) * 0.02), (step, i)
-            assert joules <= (150 + i) * seconds
+            assert (150 + i) * (seconds - 0.1) < joules <= (150 + i) * seconds, (step, i)
             assert scalars[f"gpu{i}/energy_joules/from_counter"][step] == 1.0
         examples = scalars["epoch/examples_per_second"][step] * seconds
         both = scalars["gpu0/energy_joules"][step] + scalars["gpu1/energy_joules"][step]

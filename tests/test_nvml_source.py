@@ -728,3 +728,133 @@ def test_sampler_windows_add_up_the_counters_increments(fake_nvml_dir):
         {"gpu0/energy_joules": [500.0, True]},
         {"gpu0/energy_joules": [0.0, True]},
     ]
+
+
+# This process's memory: the fake lists FAKE_NVML_PROCESSES on every device ("self" is the
+# child), each with 256 * i MiB more on device i (64 * j on MIG device j).
+@pytest.mark.parametrize(
+    ("processes", "env", "expected"),
+    [
+        ("self:1536,4242:512", {}, [1.5, 1.75]),  # only this PID's entry counts
+        ("self:1024,self:512", {}, [1.5, 2.0]),  # listed twice (e.g. two contexts): summed
+        ("4242:512", {}, [None, None]),  # not listed: no value, no warning
+        (
+            "self:1536",  # bindings' v3 missing in the driver: the v2 list answers
+            {"FAKE_NVML_ERRORS": "nvmlDeviceGetComputeRunningProcesses_v3=13"},
+            [1.5, 1.75],
+        ),
+    ],
+)
+def test_process_memory_is_this_processs_entry(fake_nvml_dir, processes, env, expected):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "METRICS": "process_memory_used_gib,memory_used_gib",
+            "READS": "2",
+            "FAKE_NVML_PROCESSES": processes,
+            **env,
+        },
+    )
+    for i, gib in enumerate(expected):
+        reading = {"memory_used_gib": 1.0 + i}
+        if gib is not None:
+            reading["process_memory_used_gib"] = gib
+        assert out["reads"][f"gpu{i}"] == [reading] * 2
+    assert out["warned"] == []
+
+
+def test_process_memory_unsupported_is_dropped_once(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        _READ_ALL,
+        fake_nvml_dir,
+        env={
+            "METRICS": "process_memory_used_gib,temperature_celsius",
+            "READS": "3",
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "FAKE_NVML_PROCESSES": "self:1024",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetComputeRunningProcesses_v3",
+        },
+    )
+    assert out["reads"] == {"gpu0": [{"temperature_celsius": 50.0}] * 3}
+    assert out["warned"] == [
+        "gpu0 (Fake GPU 0): NVML does not support process_memory_used_gib on this device; "
+        "dropped, other metrics continue"
+    ]
+
+
+_MIG_UUID = "MIG-00000000-0000-0000-{:04d}-{:012d}".format
+
+
+def test_a_mig_slice_in_cuda_visible_devices_is_sampled_through_its_own_handle(fake_nvml_dir):
+    out = run_json_with_fake_nvml(
+        """
+        from dataclasses import astuple
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu import NVMLGPUSource
+
+        sources = [NVMLGPUSource(nvml(), device) for device in visible_gpus(nvml())]
+        reads = {s.name: [s.read() for _ in range(3)] for s in sources}
+        emit({
+            "devices": [astuple(s.device) for s in sources],
+            "reads": {name: [{k: v for k, v in r.items() if k != "energy_joules"} for r in rs]
+                      for name, rs in reads.items()},
+            "warned": warned(),
+        })
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_MIG": "0:2",
+            "FAKE_NVML_PROCESSES": "self:1536",
+            "CUDA_VISIBLE_DEVICES": f"{_MIG_UUID(0, 1)},1",
+        },
+    )
+    assert out["devices"] == [
+        [0, 0, _MIG_UUID(0, 1), "Fake GPU 0 MIG 1", 1],
+        [1, 1, "GPU-00000000-0000-0000-0000-000000000001", "Fake GPU 1", None],
+    ]
+    # The slice: its own memory (2 * 256 MiB of 10 GiB, nothing reserved), this process's
+    # 1536 + 64 MiB; the rest a MIG slice cannot report, dropped with one warning.
+    assert (
+        out["reads"]["gpu0"]
+        == [
+            {
+                "memory_used_gib": 0.5,
+                "memory_used_percent": 5.0,
+                "memory_reserved_gib": 0.0,
+                "process_memory_used_gib": 1.5625,
+            }
+        ]
+        * 3
+    )
+    whole_gpu = {k: v for k, v in _expected(1).items() if k != "energy_joules"}
+    assert out["reads"]["gpu1"] == [{**whole_gpu, "process_memory_used_gib": 1.75}] * 3
+    assert out["warned"] == [
+        "gpu0 (Fake GPU 0 MIG 1): NVML does not support utilization_percent, "
+        "memory_utilization_percent, power_watts, energy_joules, temperature_celsius, "
+        "sm_clock_mhz on this device; dropped, other metrics continue"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (f"{_MIG_UUID(1, 0)}", ["Fake GPU 1 MIG 0"]),
+        ("MIG-00000000-0000-0000-0001", []),  # a prefix of both of GPU 1's slices
+        ("MIG-00000000-0000-0000-0001-000000000002", []),  # no such slice: CUDA stops there
+        ("0,1", ["Fake GPU 0", "Fake GPU 1"]),  # whole GPUs: MIG is not even looked at
+    ],
+)
+def test_mig_entries_follow_cudas_rules(fake_nvml_dir, visible, expected):
+    out = run_json_with_fake_nvml(
+        """
+        from tfthroughput.hardware.nvml import nvml
+        from tfthroughput.hardware.devices import visible_gpus
+
+        emit([device.name for device in visible_gpus(nvml())])
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_MIG": "1:2", "CUDA_VISIBLE_DEVICES": visible},
+    )
+    assert out == expected

@@ -31,6 +31,12 @@
  *                            answering.
  *   FAKE_NVML_UTILIZATION_GPU  the point GPU-Util (nvmlDeviceGetUtilizationRates().gpu) of every
  *                            device, in percent (default 40 + i).
+ *   FAKE_NVML_PROCESSES      comma-separated "pid:MiB" compute processes every device lists
+ *                            (nvmlDeviceGetComputeRunningProcesses_v3 and _v2); the pid "self"
+ *                            is the calling process. Device i adds 256 * i MiB to each, MIG
+ *                            device j 64 * j MiB. Unset: no process.
+ *   FAKE_NVML_MIG            comma-separated "index:count": those devices run in MIG mode with
+ *                            `count` (1..7) MIG devices each; see "MIG" below.
  *   FAKE_NVML_ENERGY         comma-separated millijoule readings that successive
  *                            nvmlDeviceGetTotalEnergyConsumption calls return for each device
  *                            (its own sequence per device; the last value repeats), e.g.
@@ -70,6 +76,14 @@
  *   ANY/HMMA_TENSOR_UTIL = 25 + i, DFMA/IMMA_TENSOR_UTIL = 0, DRAM_BW_UTIL = 35 + i (percent);
  *   any other metric id gets nvmlReturn = NVML_ERROR_NOT_SUPPORTED.
  *
+ * MIG: a device listed in FAKE_NVML_MIG answers nvmlDeviceGetMigMode with 1 (current and
+ * pending) and nvmlDeviceGetMaxMigDeviceCount with 7; nvmlDeviceGetMigDeviceHandleByIndex
+ * returns MIG device j for j < count and NVML_ERROR_NOT_FOUND for the other slots. Other devices
+ * answer both with NVML_ERROR_NOT_SUPPORTED. MIG device j of device i has the UUID
+ * "MIG-00000000-0000-0000-%04d-%012d" (i, j), the name "Fake GPU i MIG j", memory (v1 and v2)
+ * total 10 GiB, reserved 0, used (1 + j) * 256 MiB, and lists the processes above; every other
+ * per-device query on it returns NVML_ERROR_NOT_SUPPORTED. A lost device's MIG devices are lost.
+ *
  * Like real NVML, init is reference counted: nvmlShutdown undoes one nvmlInit*, and every
  * query made while not initialised returns NVML_ERROR_UNINITIALIZED (1).
  *
@@ -91,6 +105,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,9 +127,12 @@ typedef int nvmlReturn_t;
 #define MIB (1024ULL * 1024ULL)
 #define RESERVED_BYTES (512ULL * MIB)
 #define UNSUPPORTED_LIST_SIZE 4096
+#define MAX_MIG 7
+#define MAX_PROCESSES 16
 
 typedef struct {
-    unsigned int index;
+    unsigned int index; /* the physical device's index (for a MIG device, its parent's) */
+    int mig;            /* -1: a physical device; otherwise the MIG device's slot on it */
 } fake_device_t;
 typedef fake_device_t *nvmlDevice_t;
 
@@ -175,6 +193,15 @@ typedef struct {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_device_t g_devices[MAX_DEVICES];
+static fake_device_t g_mig_devices[MAX_DEVICES][MAX_MIG];
+static unsigned int g_mig_count[MAX_DEVICES]; /* 0: not in MIG mode */
+static long g_process_pids[MAX_PROCESSES];     /* 0: the calling process */
+static unsigned long long g_process_mib[MAX_PROCESSES];
+static unsigned int g_process_count = 0;
+/* What a MIG device answers; every other per-device query is NOT_SUPPORTED on it. */
+static const char k_mig_functions[] =
+    ",nvmlDeviceGetUUID,nvmlDeviceGetName,nvmlDeviceGetMemoryInfo,nvmlDeviceGetMemoryInfo_v2,"
+    "nvmlDeviceGetComputeRunningProcesses_v3,nvmlDeviceGetComputeRunningProcesses_v2,";
 static unsigned int g_init_refcount = 0;
 static unsigned int g_init_count = 0;
 static unsigned int g_shutdown_count = 0;
@@ -272,7 +299,39 @@ static void read_config(void) {
         g_energy_script[g_energy_length++] = value;
         energy = *end == ',' ? end + 1 : end;
     }
-    for (unsigned int i = 0; i < MAX_DEVICES; ++i) g_devices[i].index = i;
+    for (unsigned int i = 0; i < MAX_DEVICES; ++i) {
+        g_devices[i].index = i;
+        g_devices[i].mig = -1;
+        g_mig_count[i] = 0;
+        for (int j = 0; j < MAX_MIG; ++j) {
+            g_mig_devices[i][j].index = i;
+            g_mig_devices[i][j].mig = j;
+        }
+    }
+    const char *mig = getenv("FAKE_NVML_MIG");
+    while (mig != NULL && *mig != '\0') {
+        char *end = NULL;
+        unsigned long index = strtoul(mig, &end, 10);
+        if (end == mig || *end != ':') break;
+        unsigned long count = strtoul(end + 1, &end, 10);
+        if (index < MAX_DEVICES) g_mig_count[index] = count > MAX_MIG ? MAX_MIG : (unsigned int)count;
+        mig = *end == ',' ? end + 1 : end;
+    }
+    g_process_count = 0;
+    const char *process = getenv("FAKE_NVML_PROCESSES");
+    while (process != NULL && *process != '\0' && g_process_count < MAX_PROCESSES) {
+        char *end = NULL;
+        long pid = 0;
+        if (strncmp(process, "self:", 5) == 0) {
+            end = (char *)process + 4;
+        } else {
+            pid = strtol(process, &end, 10);
+            if (end == process || *end != ':') break;
+        }
+        g_process_pids[g_process_count] = pid;
+        g_process_mib[g_process_count++] = strtoull(end + 1, &end, 10);
+        process = *end == ',' ? end + 1 : end;
+    }
 }
 
 static int is_unsupported(const char *function) {
@@ -295,12 +354,23 @@ static int is_lost(unsigned int index) {
 }
 
 /* Common checks for a per-device call; on success stores the device index. */
+static int is_device(nvmlDevice_t device) {
+    if (device >= &g_devices[0] && device < &g_devices[g_device_count]) return 1;
+    fake_device_t *first = &g_mig_devices[0][0];
+    if (device < first || device >= first + MAX_DEVICES * MAX_MIG) return 0;
+    return device->index < g_device_count && (unsigned int)device->mig < g_mig_count[device->index];
+}
+
 static nvmlReturn_t check_device(const char *function, nvmlDevice_t device, unsigned int *index) {
     if (g_init_refcount == 0) return NVML_ERROR_UNINITIALIZED;
-    if (device < &g_devices[0] || device >= &g_devices[g_device_count])
-        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!is_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
     *index = device->index;
     if (is_lost(*index)) return NVML_ERROR_GPU_IS_LOST;
+    if (device->mig >= 0) {
+        char needle[256];
+        snprintf(needle, sizeof needle, ",%s,", function);
+        if (strstr(k_mig_functions, needle) == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    }
     if (is_unsupported(function)) return NVML_ERROR_NOT_SUPPORTED;
     return scripted_error(function);
 }
@@ -436,7 +506,10 @@ static nvmlReturn_t do_uuid(nvmlDevice_t device, char *out, unsigned int length)
     nvmlReturn_t ret = check_device("nvmlDeviceGetUUID", device, &i);
     if (ret != NVML_SUCCESS) return ret;
     char value[96];
-    format_uuid(value, sizeof value, i);
+    if (device->mig >= 0)
+        snprintf(value, sizeof value, "MIG-00000000-0000-0000-%04u-%012d", i, device->mig);
+    else
+        format_uuid(value, sizeof value, i);
     return copy_string(out, length, value);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
@@ -448,7 +521,10 @@ static nvmlReturn_t do_name(nvmlDevice_t device, char *out, unsigned int length)
     nvmlReturn_t ret = check_device("nvmlDeviceGetName", device, &i);
     if (ret != NVML_SUCCESS) return ret;
     char value[96];
-    snprintf(value, sizeof value, "Fake GPU %u", i);
+    if (device->mig >= 0)
+        snprintf(value, sizeof value, "Fake GPU %u MIG %d", i, device->mig);
+    else
+        snprintf(value, sizeof value, "Fake GPU %u", i);
     return copy_string(out, length, value);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
@@ -488,8 +564,9 @@ static nvmlReturn_t do_memory(nvmlDevice_t device, nvmlMemory_t *memory) {
     nvmlReturn_t ret = check_device("nvmlDeviceGetMemoryInfo", device, &i);
     if (ret != NVML_SUCCESS) return ret;
     if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-    memory->total = 80 * GIB;
-    memory->used = (1ULL + i) * GIB + RESERVED_BYTES;
+    int mig = device->mig;
+    memory->total = mig >= 0 ? 10 * GIB : 80 * GIB;
+    memory->used = mig >= 0 ? (1ULL + mig) * 256 * MIB : (1ULL + i) * GIB + RESERVED_BYTES;
     memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
 }
@@ -503,9 +580,10 @@ static nvmlReturn_t do_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
     if (ret != NVML_SUCCESS) return ret;
     if (memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    memory->total = 80 * GIB;
-    memory->reserved = RESERVED_BYTES;
-    memory->used = (1ULL + i) * GIB;
+    int mig = device->mig;
+    memory->total = mig >= 0 ? 10 * GIB : 80 * GIB;
+    memory->reserved = mig >= 0 ? 0 : RESERVED_BYTES;
+    memory->used = mig >= 0 ? (1ULL + mig) * 256 * MIB : (1ULL + i) * GIB;
     memory->free = memory->total - memory->reserved - memory->used;
     return NVML_SUCCESS;
 }
@@ -523,6 +601,87 @@ static nvmlReturn_t do_power(nvmlDevice_t device, unsigned int *power) {
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
     LOCKED(do_power(device, power));
+}
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t; /* nvmlProcessInfo_v2_t, also used by _v3 */
+
+static nvmlReturn_t do_processes(const char *function, nvmlDevice_t device, unsigned int *count,
+                                 nvmlProcessInfo_t *infos) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device(function, device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int available = *count;
+    *count = g_process_count;
+    if (g_process_count == 0) return NVML_SUCCESS;
+    if (infos == NULL || available < g_process_count) return NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned long long extra = device->mig >= 0 ? 64ULL * device->mig : 256ULL * i;
+    for (unsigned int p = 0; p < g_process_count; ++p) {
+        infos[p].pid = g_process_pids[p] == 0 ? (unsigned int)getpid() : (unsigned int)g_process_pids[p];
+        infos[p].usedGpuMemory = (g_process_mib[p] + extra) * MIB;
+        infos[p].gpuInstanceId = device->mig >= 0 ? (unsigned int)device->mig : 0xFFFFFFFFu;
+        infos[p].computeInstanceId = device->mig >= 0 ? 0 : 0xFFFFFFFFu;
+    }
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+    LOCKED(do_processes("nvmlDeviceGetComputeRunningProcesses_v3", device, count, infos));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+    LOCKED(do_processes("nvmlDeviceGetComputeRunningProcesses_v2", device, count, infos));
+}
+
+/* ---- MIG -------------------------------------------------------------------------------- */
+
+static nvmlReturn_t do_mig_mode(nvmlDevice_t device, unsigned int *current, unsigned int *pending) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetMigMode", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (current == NULL || pending == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g_mig_count[i] == 0) return NVML_ERROR_NOT_SUPPORTED;
+    *current = *pending = 1;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current,
+                                         unsigned int *pending) {
+    LOCKED(do_mig_mode(device, current, pending));
+}
+
+static nvmlReturn_t do_max_mig(nvmlDevice_t device, unsigned int *count) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetMaxMigDeviceCount", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g_mig_count[i] == 0) return NVML_ERROR_NOT_SUPPORTED;
+    *count = MAX_MIG;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    LOCKED(do_max_mig(device, count));
+}
+
+static nvmlReturn_t do_mig_handle(nvmlDevice_t device, unsigned int index, nvmlDevice_t *mig) {
+    unsigned int i;
+    nvmlReturn_t ret = check_device("nvmlDeviceGetMigDeviceHandleByIndex", device, &i);
+    if (ret != NVML_SUCCESS) return ret;
+    if (mig == NULL || index >= MAX_MIG) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g_mig_count[i] == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= g_mig_count[i]) return NVML_ERROR_NOT_FOUND;
+    *mig = &g_mig_devices[i][index];
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                        nvmlDevice_t *mig) {
+    LOCKED(do_mig_handle(device, index, mig));
 }
 
 static nvmlReturn_t do_energy(nvmlDevice_t device, unsigned long long *energy) {

@@ -16,6 +16,7 @@ energy from NVML's energy counter, or sampled power where it has none
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Collection
 
@@ -54,12 +55,21 @@ class NVMLGPUSource:
         self.device = device
         self.name = f"gpu{device.index}"
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(device.nvml_index)
+        if device.mig_index is not None:  # a MIG slice: its own handle, under its GPU's
+            self._handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(
+                self._handle, device.mig_index
+            )
         wanted = {m.name for m in GPU_METRICS} if metrics is None else set(metrics)
         self._wanted = wanted
         self._explicit_request = metrics is not None
         self._warned: set[str] = set()
         self._gpm = GPMActivity(pynvml, self._handle)
         self._memory_v2 = True
+        # "Not supported", or a driver without the function: the metric is dropped.
+        self._unsupported_codes = (
+            pynvml.NVML_ERROR_NOT_SUPPORTED,
+            pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+        )
         self._closed = False
         self._energy_power: Query | None = None  # power read for energy alone
         self._results: dict[str, dict[str, Reading]] = {}  # this read's, by query
@@ -90,6 +100,7 @@ class NVMLGPUSource:
                 ("utilization_percent", "memory_utilization_percent"),
             ),
             "memory": (self._memory, _MEMORY_METRICS),
+            "process_memory": (self._process_memory, ("process_memory_used_gib",)),
             "power": (self._power, ("power_watts",)),
             # after power, whose samples it integrates on boards without an energy counter
             "energy": (EnergyQuery(self._nvml, self._power_samples), ("energy_joules",)),
@@ -128,7 +139,7 @@ class NVMLGPUSource:
             try:
                 result = query(self._handle)
             except self._nvml.NVMLError as error:
-                if getattr(error, "value", None) == self._nvml.NVML_ERROR_NOT_SUPPORTED:
+                if getattr(error, "value", None) in self._unsupported_codes:
                     del self._queries[query_name]
                     unsupported.extend(selected)
                 else:
@@ -211,6 +222,21 @@ class NVMLGPUSource:
         """Warn about extra metrics that are missing only when the user asked for one."""
         if self._explicit_request and self._wanted.intersection(metrics):
             self._warn_once(metrics[0], message)
+
+    def _process_memory(self, handle) -> dict[str, float]:
+        """Memory of this process on the GPU, from NVML's list of compute processes.
+
+        Nothing when the process is not listed: it holds no memory there, or NVML sees it under
+        another PID (a container with its own PID namespace).
+        """
+        nvml = self._nvml
+        try:
+            processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except getattr(nvml, "NVMLLibraryMismatchError", ()):  # a driver older than v3
+            processes = nvml.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+        pid = os.getpid()
+        used = [p.usedGpuMemory for p in processes if p.pid == pid and p.usedGpuMemory is not None]
+        return {"process_memory_used_gib": sum(used) / _GIB} if used else {}
 
     def _power(self, handle) -> dict[str, float]:
         return {"power_watts": self._nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}

@@ -46,6 +46,13 @@ GPU_METRICS: tuple[Metric, ...] = (
     ),
     Metric("memory_used_percent", "%", "gpu", "Device memory in use, as a share of the total."),
     Metric(
+        "process_memory_used_gib",
+        "GiB",
+        "gpu",
+        "Device memory used by this process only (NVML's list of compute processes, matched by "
+        "PID); absent where NVML does not list this process.",
+    ),
+    Metric(
         "memory_reserved_gib",
         "GiB",
         "gpu",
