@@ -1,4 +1,4 @@
-"""The ``tfthroughput`` command: ``demo`` and ``info``."""
+"""The ``tfthroughput`` command: ``demo``, ``info`` and ``service``."""
 
 from __future__ import annotations
 
@@ -65,7 +65,88 @@ def _parser() -> argparse.ArgumentParser:
         help="TensorFlow/Keras versions, devices, NVML status and the precision recommendation",
         description="Prints what tfthroughput sees on this machine.",
     )
+    _add_service_parser(commands)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return value
+
+
+def _advertised_host(text: str) -> str:
+    from tfthroughput.data.service_cluster import check_advertised_host
+
+    try:
+        return check_advertised_host(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_service_parser(commands: argparse._SubParsersAction) -> None:
+    service = commands.add_parser(
+        "service",
+        help="run a tf.data service (a dispatcher and worker processes) on this machine "
+        "until Ctrl-C, for build_pipeline(..., service=...)",
+        description="Starts a tf.data service dispatcher in this process and --workers worker "
+        "processes, prints the dispatcher's address, and serves until Ctrl-C. TensorFlow's "
+        "servers listen on all network interfaces (it has no bind-address option); --host "
+        "only sets the address they advertise, so keep the ports firewalled on a shared "
+        "network.",
+    )
+    service.add_argument(
+        "--workers", type=_positive_int, default=2, help="worker processes (default: %(default)s)"
+    )
+    service.add_argument(
+        "--port",
+        type=_port,
+        default=5050,
+        help="the dispatcher's port; 0 picks a free one (default: %(default)s)",
+    )
+    service.add_argument(
+        "--worker-port",
+        type=_port,
+        default=0,
+        help="the first worker's port, the others following; 0 picks free ports (default)",
+    )
+    service.add_argument(
+        "--host",
+        type=_advertised_host,
+        default="localhost",
+        help="name or IP that trainers use to reach this machine, advertised for the workers "
+        "and printed in the address (default: %(default)s, loopback only)",
+    )
+
+
+def _service(args: argparse.Namespace) -> int:
+    from tfthroughput.data.service import DataServiceUnavailable
+    from tfthroughput.data.service_cluster import LocalDataService
+
+    try:
+        cluster = LocalDataService(
+            args.workers,
+            port=args.port,
+            worker_port=args.worker_port,
+            host=args.host,
+            processes=True,
+        )
+    except (OSError, ValueError, DataServiceUnavailable) as error:
+        print(f"tfthroughput service: error: {error}", file=sys.stderr)
+        return 1
+    with cluster:
+        print(cluster, "Ctrl-C stops the service.", sep="\n", flush=True)
+        try:
+            problem = cluster.wait()
+        except KeyboardInterrupt:
+            print("Stopping the tf.data service.", flush=True)
+            return 0
+    print(f"tfthroughput service: error: {problem}", file=sys.stderr)
+    return 1
 
 
 def _info() -> int:
@@ -99,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.command == "info":
         return _info()
+    if args.command == "service":
+        return _service(args)
     from tfthroughput.demo import run_demo
 
     try:
