@@ -10,6 +10,8 @@ import tfthroughput
 EXPECTED_PUBLIC_NAMES = [
     "BatchSizeSearch",
     "BatchSizeTrial",
+    "DataService",
+    "DataServiceUnavailable",
     "DatasetBenchmark",
     "DeviceDescription",
     "DiagnosisReport",
@@ -19,6 +21,7 @@ EXPECTED_PUBLIC_NAMES = [
     "GPUsAlreadyInitializedError",
     "HostSource",
     "JitChange",
+    "LocalDataService",
     "MetricStats",
     "MonitoringWarning",
     "PipelineDescription",
