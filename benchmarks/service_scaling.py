@@ -13,10 +13,11 @@ worker count, all started before the first measurement):
   Read locally and through 1 worker: the cost of the hop (transfer, compression) when the worker
   shares the trainer's cores.
 
-Each measurement times ``--batches`` batches after the first (the job's start is excluded);
+Each measurement times ``--batches`` (latency-bound) or ``--cpu-batches`` batches of 32 after
+the first (the job's start is excluded);
 the cases alternate within each of ``--repeats`` rounds and the medians are compared.
 
-Run: ``python benchmarks/service_scaling.py [--batches 20] [--repeats 3]
+Run: ``python benchmarks/service_scaling.py [--batches 20] [--cpu-batches 60] [--repeats 5]
 [--mode parallel_epochs|distributed_epoch]``
 """
 
@@ -84,8 +85,9 @@ def examples_per_second(dataset: tf.data.Dataset, batches: int) -> float:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=20, help="latency-bound batches timed")
+    parser.add_argument("--cpu-batches", type=int, default=60, help="CPU-bound batches timed")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--mode", choices=("parallel_epochs", "distributed_epoch"), default="parallel_epochs"
     )
@@ -100,7 +102,8 @@ def main(argv=None):
         for repeat in range(args.repeats):
             for case, workers in cases:  # alternated, a fresh pipeline (and job) each time
                 address = clusters[workers].address if workers else None
-                rate = examples_per_second(pipeline(case, address, args.mode), args.batches)
+                batches = args.batches if case == "latency" else args.cpu_batches
+                rate = examples_per_second(pipeline(case, address, args.mode), batches)
                 rates[case, workers].append(rate)
                 where = f"service, {workers} worker(s)" if workers else "local"
                 print(f"repeat {repeat + 1}: {case:<7} {where:<22} {rate:8.1f} examples/s")

@@ -362,3 +362,20 @@ def test_data_service_refuses_bad_arguments(arguments, error, message):
 def test_build_pipeline_refuses_a_service_of_the_wrong_type():
     with pytest.raises(TypeError, match="`service` must be a dispatcher address"):
         build_pipeline((X, Y), service=5050)
+
+
+def test_keras_fit_trains_from_the_service_across_epochs(one_worker):
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    dataset = build_pipeline(
+        (X, Y.astype(np.float32)),
+        shuffle_buffer=20,
+        repeat=True,
+        batch_size=5,
+        service=DataService(one_worker.address, processing_mode="parallel_epochs"),
+    )
+    history = model.fit(dataset, epochs=3, steps_per_epoch=4, shuffle=False, verbose=0)
+    assert len(history.history["loss"]) == 3
+    assert all(np.isfinite(history.history["loss"]))
