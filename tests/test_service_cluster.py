@@ -12,8 +12,8 @@ import psutil
 import pytest
 import tensorflow as tf
 
+from tfthroughput.data.dispatcher import DataServiceUnavailable, dispatcher_workers
 from tfthroughput.data.pipeline import build_pipeline
-from tfthroughput.data.service import DataServiceUnavailable, dispatcher_workers
 from tfthroughput.data.service_cluster import LocalDataService
 
 
@@ -65,7 +65,7 @@ def test_a_second_dispatcher_on_a_busy_port_is_refused():
     ("arguments", "error", "message"),
     [
         (dict(workers=0), ValueError, "Received: workers=0"),
-        (dict(port=70000), ValueError, "Received: 70000"),
+        (dict(port=70000), ValueError, "Received: port=70000"),
         (dict(host="0.0.0.0"), ValueError, "listen on all interfaces already"),
         (dict(host="localhost:5050"), ValueError, "without a port"),
     ],

@@ -17,7 +17,7 @@ _EXPORTS: dict[str, str] = {
     "BatchSizeSearch": "tfthroughput.diagnosis.batch_size",
     "BatchSizeTrial": "tfthroughput.diagnosis.batch_size",
     "DataService": "tfthroughput.data.service",
-    "DataServiceUnavailable": "tfthroughput.data.service",
+    "DataServiceUnavailable": "tfthroughput.data.dispatcher",
     "DatasetBenchmark": "tfthroughput.data.benchmark",
     "DeviceDescription": "tfthroughput.precision.policy",
     "DiagnosisReport": "tfthroughput.diagnosis.report",

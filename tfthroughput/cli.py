@@ -124,7 +124,7 @@ def _add_service_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _service(args: argparse.Namespace) -> int:
-    from tfthroughput.data.service import DataServiceUnavailable
+    from tfthroughput.data.dispatcher import DataServiceUnavailable
     from tfthroughput.data.service_cluster import LocalDataService
 
     try:

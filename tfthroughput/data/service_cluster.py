@@ -106,7 +106,7 @@ class LocalDataService:
             raise
 
     def _wait_for_workers(self, dispatcher: str, count: int, timeout: float) -> tuple[str, ...]:
-        from tfthroughput.data.service import DataServiceUnavailable, dispatcher_workers
+        from tfthroughput.data.dispatcher import DataServiceUnavailable, dispatcher_workers
 
         deadline = time.monotonic() + timeout
         while True:
@@ -201,10 +201,10 @@ def check_advertised_host(host: object) -> str:
 def _dispatcher_answers(port: int) -> bool:
     import grpc
 
-    from tfthroughput.data.service import _ask_for_workers
+    from tfthroughput.data.dispatcher import ask_for_workers
 
     try:
-        _ask_for_workers(f"localhost:{port}", timeout=1.0)
+        ask_for_workers(f"localhost:{port}", timeout=1.0)
     except grpc.RpcError:
         return False
     return True
