@@ -10,6 +10,8 @@ import tfthroughput
 EXPECTED_PUBLIC_NAMES = [
     "BatchSizeSearch",
     "BatchSizeTrial",
+    "DataService",
+    "DataServiceUnavailable",
     "DatasetBenchmark",
     "DeviceDescription",
     "DiagnosisReport",
@@ -19,7 +21,7 @@ EXPECTED_PUBLIC_NAMES = [
     "GPUsAlreadyInitializedError",
     "HostSource",
     "JitChange",
-    "LintFinding",
+    "LocalDataService",
     "MetricStats",
     "MonitoringWarning",
     "PipelineDescription",

@@ -16,6 +16,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "BatchSizeSearch": "tfthroughput.diagnosis.batch_size",
     "BatchSizeTrial": "tfthroughput.diagnosis.batch_size",
+    "DataService": "tfthroughput.data.service",
+    "DataServiceUnavailable": "tfthroughput.data.dispatcher",
     "DatasetBenchmark": "tfthroughput.data.benchmark",
     "DeviceDescription": "tfthroughput.precision.rules",
     "DiagnosisReport": "tfthroughput.diagnosis.report",
@@ -25,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "GPUsAlreadyInitializedError": "tfthroughput.precision.gpus",
     "HostSource": "tfthroughput.hardware.host",
     "JitChange": "tfthroughput.precision.xla",
-    "LintFinding": "tfthroughput.data.lint",
+    "LocalDataService": "tfthroughput.data.service_cluster",
     "MetricStats": "tfthroughput.hardware.stats",
     "MonitoringWarning": "tfthroughput.hardware.source",
     "PipelineDescription": "tfthroughput.data.description",

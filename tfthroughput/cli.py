@@ -1,4 +1,4 @@
-"""The ``tfthroughput`` command: ``demo``, ``info`` and ``report``.
+"""The ``tfthroughput`` command: ``demo``, ``info``, ``report`` and ``service``.
 
 A command is two functions: ``_add_<name>(commands)`` declares it through :func:`_add_command`
 (which also gives it ``--verbose``) with its options, and a runner ``(args) -> exit status``.
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_info(commands)
     _add_report(commands)
+    _add_service(commands)
     return parser
 
 
@@ -198,6 +199,88 @@ def _report(args: argparse.Namespace) -> int:
 
     print(f"wrote {write_report(args.logdir, args.output)}")
     return 0
+
+
+# --- service ------------------------------------------------------------------------------------
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return value
+
+
+def _advertised_host(text: str) -> str:
+    from tfthroughput.data.service_cluster import check_advertised_host
+
+    try:
+        return check_advertised_host(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_service(commands: argparse._SubParsersAction) -> None:
+    service = _add_command(
+        commands,
+        "service",
+        _service,
+        help="run a tf.data service (a dispatcher and worker processes) on this machine "
+        "until Ctrl-C, for build_pipeline(..., service=...)",
+        description="Starts a tf.data service dispatcher in this process and --workers worker "
+        "processes, prints the dispatcher's address, and serves until Ctrl-C. TensorFlow's "
+        "servers listen on all network interfaces (it has no bind-address option); --host "
+        "only sets the address they advertise, so keep the ports firewalled on a shared "
+        "network.",
+    )
+    service.add_argument(
+        "--workers", type=_positive_int, default=2, help="worker processes (default: %(default)s)"
+    )
+    service.add_argument(
+        "--port",
+        type=_port,
+        default=5050,
+        help="the dispatcher's port; 0 picks a free one (default: %(default)s)",
+    )
+    service.add_argument(
+        "--worker-port",
+        type=_port,
+        default=0,
+        help="the first worker's port, the others following; 0 picks free ports (default)",
+    )
+    service.add_argument(
+        "--host",
+        type=_advertised_host,
+        default="localhost",
+        help="name or IP that trainers use to reach this machine, advertised for the workers "
+        "and printed in the address (default: %(default)s, loopback only)",
+    )
+
+
+def _service(args: argparse.Namespace) -> int:
+    load_tensorflow(verbose=args.verbose)
+    from tfthroughput.data.service_cluster import LocalDataService
+
+    # Errors starting the cluster (a port in use, no dispatcher answering) are OSErrors or
+    # ValueErrors: `main` prints them as one line.
+    cluster = LocalDataService(
+        args.workers,
+        port=args.port,
+        worker_port=args.worker_port,
+        host=args.host,
+        processes=True,
+    )
+    with cluster:
+        print(cluster, "Ctrl-C stops the service.", sep="\n", flush=True)
+        try:
+            problem = cluster.wait()
+        except KeyboardInterrupt:  # the way to stop it, not a failure
+            print("Stopping the tf.data service.", flush=True)
+            return 0
+    raise RuntimeError(problem)
 
 
 # --- entry point --------------------------------------------------------------------------------
