@@ -17,6 +17,16 @@ DOCTEST_PATHS = [
     "tfthroughput/cli.py",
     "tfthroughput/demo.py",
     "tfthroughput/precision",
+    "tfthroughput/hardware",
+    "tfthroughput/diagnosis/measure.py",
+    "tfthroughput/diagnosis/report.py",
+    "tfthroughput/diagnosis/verdict.py",
+    "tfthroughput/data/description.py",
+    "tfthroughput/data/dispatcher.py",
+    "tfthroughput/data/service.py",
+    "tfthroughput/data/service_cluster.py",
+    "tfthroughput/data/lint.py",
+    "tfthroughput/data/autotune.py",
 ]
 
 

@@ -145,6 +145,8 @@ def describe_pipeline(
         RuntimeError: With ``measure``, if another profiler session is running.
 
     Example:
+        >>> import tensorflow as tf
+        >>> from tfthroughput import build_pipeline
         >>> ds = build_pipeline(tf.data.Dataset.range(8), batch_size=4)
         >>> describe_pipeline(ds).transformations
         ('batch', 'prefetch')

@@ -52,7 +52,7 @@ def dispatcher_workers(
             dispatcher with ``count`` workers answered within ``timeout`` seconds.
 
     Example:
-        >>> dispatcher_workers("localhost:5050", count=2, timeout=60)
+        >>> dispatcher_workers("localhost:5050", count=2, timeout=60)  # doctest: +SKIP
         ('localhost:40211', 'localhost:40213')
     """
     import grpc

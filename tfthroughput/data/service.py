@@ -61,7 +61,11 @@ class DataService:
 
     Example:
         >>> service = DataService("grpc://localhost:5050", processing_mode="parallel_epochs")
-        >>> ds = build_pipeline(images, preprocess_fn=decode, repeat=True, service=service)
+        >>> service.processing_mode
+        'parallel_epochs'
+        >>> ds = build_pipeline(  # doctest: +SKIP
+        ...     images, preprocess_fn=decode, repeat=True, service=service
+        ... )
     """
 
     address: str

@@ -50,7 +50,7 @@ class LocalDataService:
             exited (its error output is in the message).
 
     Example:
-        >>> with LocalDataService(workers=2) as service:
+        >>> with LocalDataService(workers=2) as service:  # doctest: +SKIP
         ...     ds = build_pipeline((x, y), preprocess_fn=decode, service=service.address)
         ...     model.fit(ds, epochs=3)
     """

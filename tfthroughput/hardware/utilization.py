@@ -25,9 +25,17 @@ def gpu_utilization(
         sources: The GPU sources to sample; defaults to every GPU visible to this process.
 
     Example:
-        >>> with gpu_utilization() as mean_utilization:
-        ...     model.fit(dataset, epochs=1)  # doctest: +SKIP
-        >>> mean_utilization()  # e.g. 87.5, or None on a machine without an NVIDIA GPU
+        >>> with gpu_utilization() as mean_utilization:  # doctest: +SKIP
+        ...     model.fit(dataset, epochs=1)
+        >>> mean_utilization()  # doctest: +SKIP
+        87.5
+
+        On a machine without an NVIDIA GPU, or with no GPU to sample, the result is ``None``:
+
+        >>> with gpu_utilization(sources=[]) as mean_utilization:
+        ...     total = sum(range(1000))
+        >>> print(mean_utilization())
+        None
     """
     gpu_sources = list(sources) if sources is not None else _visible_gpu_sources()
     result: list[float | None] = []
