@@ -15,9 +15,11 @@ from tfthroughput.hardware.activity import BUSY_BUT_IDLE
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats, summarize
+from tfthroughput.hardware.window import WindowStats, WindowTotal
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,
     EventWriter,
+    energy_joules,
     epoch_figures,
     hardware_scalars,
     logs_entries,
@@ -25,15 +27,31 @@ from tfthroughput.monitor.events import (
     scalar_summary,
 )
 
-STATS = {
-    SampleKey("gpu0", "utilization_percent"): MetricStats(
-        mean=50.0, min=10.0, max=90.0, p95=88.0, count=7
-    ),
-    SampleKey("gpu0", "power_watts"): MetricStats(
-        mean=200.0, min=150.0, max=250.0, p95=245.0, count=6
-    ),
-    SampleKey("host", "cpu_percent"): MetricStats(mean=30.0, min=20.0, max=40.0, p95=39.0, count=3),
-}
+STATS = WindowStats(
+    {
+        SampleKey("gpu0", "utilization_percent"): MetricStats(
+            mean=50.0, min=10.0, max=90.0, p95=88.0, count=7
+        ),
+        SampleKey("gpu0", "power_watts"): MetricStats(
+            mean=200.0, min=150.0, max=250.0, p95=245.0, count=6
+        ),
+        SampleKey("host", "cpu_percent"): MetricStats(
+            mean=30.0, min=20.0, max=40.0, p95=39.0, count=3
+        ),
+    },
+    start=0.0,
+    end=2.0,
+    buffer_samples={},
+)
+
+# The same window with GPU-Util from NVML's buffer (10 samples over 7 reads) and an energy total.
+BUFFERED = WindowStats(
+    STATS,
+    start=0.0,
+    end=2.0,
+    buffer_samples={SampleKey("gpu0", "utilization_percent"): 10},
+    totals={SampleKey("gpu0", "energy_joules"): WindowTotal(amount=400.0, counter=True)},
+)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +84,26 @@ def test_hardware_scalars_join_each_key_once_into_a_tag():
     }
 
 
+def test_buffer_counts_energy_and_joules_per_example_get_their_own_tags():
+    figures = epoch_figures(2.0, 10, 32, joules=energy_joules(BUFFERED))
+    assert figures["joules_per_example"] == 400.0 / 320
+    scalars = hardware_scalars(BUFFERED, ("mean",), figures)
+    assert scalars["gpu0/utilization_percent/samples"] == 10
+    assert scalars["gpu0/samples"] == 6  # the monitor's own reads, from the point metric
+    assert scalars["gpu0/energy_joules"] == 400.0
+    assert scalars["gpu0/energy_joules/from_counter"] == 1.0
+    assert scalars["epoch/joules_per_example"] == 1.25
+    assert logs_entries(BUFFERED, {})["gpu0_energy_joules"] == 400.0
+
+
+def test_a_window_restricted_to_some_metrics_keeps_their_counts_and_totals():
+    only_gpu_util = BUFFERED.only(lambda key: key.metric == "utilization_percent")
+    assert list(only_gpu_util) == [SampleKey("gpu0", "utilization_percent")]
+    assert only_gpu_util.buffer_samples == {SampleKey("gpu0", "utilization_percent"): 10}
+    assert only_gpu_util.totals == {}
+    assert energy_joules(only_gpu_util) is None
+
+
 def test_logs_entries_are_plain_names_that_keras_tensorboard_prefixes_once():
     entries = logs_entries(STATS, {"seconds": 2.0, "examples_per_second": 160.0})
     assert entries == {
@@ -82,12 +120,13 @@ def test_logs_entries_are_plain_names_that_keras_tensorboard_prefixes_once():
 H200_ROWS = [(23.6, 0.5), (47.8, 27.5), (95.5, 92.5)]
 
 
-def _activity_stats(utilization: float, sm_activity: float) -> dict[SampleKey, MetricStats]:
-    return {
+def _activity_stats(utilization: float, sm_activity: float) -> WindowStats:
+    stats = {
         SampleKey("gpu0", "utilization_percent"): summarize([utilization]),
         SampleKey("gpu0", "sm_activity_percent"): summarize([sm_activity]),
         SampleKey("gpu1", "utilization_percent"): summarize([utilization]),  # no GPM there
     }
+    return WindowStats(stats, start=0.0, end=1.0, buffer_samples={})
 
 
 @pytest.mark.parametrize(("utilization", "sm_activity"), H200_ROWS)
@@ -124,6 +163,7 @@ def test_the_readme_lists_every_epoch_figure():
         "`epoch/seconds`": "s",
         "`epoch/steps_per_second`": "steps/s",
         "`epoch/examples_per_second`": "examples/s",
+        "`epoch/joules_per_example`": "J/example",
     }
     assert set(tags) == {f"`epoch/{name}`" for name in EPOCH_FIGURES}
 

@@ -161,7 +161,9 @@ def test_an_unwritable_log_dir_fails_before_training(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     model = _model()
-    with pytest.raises(ValueError, match="`log_dir` is not writable"):
+    with pytest.raises(
+        ValueError, match="`log_dir` must be a folder this process can create and write to"
+    ):
         _fit(model, _dataset(2), ProfileSteps(blocker / "logs", steps=(1, 1)))
     assert int(model.optimizer.iterations.numpy()) == 0
 

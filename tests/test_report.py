@@ -8,13 +8,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from tfthroughput.diagnosis.report import (
-    INPUT_BOUND,
-    TENSORBOARD_TAGS,
-    DiagnosisReport,
-    DiagnosisThresholds,
-    Recommendation,
-)
+from tfthroughput.diagnosis.report import TENSORBOARD_TAGS, DiagnosisReport
+from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds, Recommendation
 
 
 def _report(gpu=None, sm=None) -> DiagnosisReport:
@@ -126,3 +121,12 @@ def test_tensorboard_guards(tmp_path):
         _report().write_to_tensorboard(5)
     with pytest.raises(TypeError, match="`step` must be an int. Received: step=1.5"):
         _report().write_to_tensorboard(str(tmp_path), step=1.5)
+
+
+def test_thresholds_refuse_a_wrong_type_with_type_error():
+    with pytest.raises(TypeError, match="Received: launch_overhead_step_seconds='2 ms'"):
+        DiagnosisThresholds(launch_overhead_step_seconds="2 ms")
+    with pytest.raises(TypeError, match="Received: launch_overhead_step_seconds=True"):
+        DiagnosisThresholds(launch_overhead_step_seconds=True)
+    with pytest.raises(ValueError, match="Received: launch_overhead_step_seconds=-0.001"):
+        DiagnosisThresholds(launch_overhead_step_seconds=-0.001)

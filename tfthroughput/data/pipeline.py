@@ -12,6 +12,9 @@ as code. :func:`build_pipeline` places each stage where it belongs:
 7. ``batch``, then the vectorised (per-batch) ``map``,
 8. ``prefetch(AUTOTUNE)`` last, to overlap the whole pipeline with the training step,
 
+with, if asked for, ``distribute`` to a tf.data service before 7 or 8 (see
+:mod:`tfthroughput.data.service`),
+
 and sets ``tf.data.Options`` (non-deterministic order unless asked for, autotuning on, an
 optional RAM budget). Mistakes the guide warns about are refused when the pipeline is built,
 not at the first ``next()``.
@@ -33,6 +36,7 @@ from tfthroughput.data.description import (
     PipelineStage,
     _record,
 )
+from tfthroughput.data.service import DataService, plan_service_stage
 
 _GLOB_CHARACTERS = frozenset("*?[")
 
@@ -55,6 +59,7 @@ def build_pipeline(
     ram_budget: int | None = None,
     threadpool_size: int | None = None,
     seed: int | None = None,
+    service: str | DataService | None = None,
 ) -> tf.data.Dataset:
     """Build a ``tf.data.Dataset`` whose stages follow TensorFlow's data performance guide.
 
@@ -109,6 +114,12 @@ def build_pipeline(
             like generators, would otherwise queue for the shared pool, one per core), else
             TensorFlow's shared pool.
         seed: Seed of the shuffle (and file shuffle). Defaults to ``None``: a random seed.
+        service: A tf.data service to run the work on: a dispatcher address such as
+            ``"grpc://localhost:5050"`` or a :class:`~tfthroughput.data.service.DataService`
+            (processing mode, job name, timeout). Everything up to ``augment_fn`` (and the
+            batching too, unless ``distributed_epoch`` with finite epochs) then runs on the
+            service's workers; the final ``prefetch`` stays here. Defaults to ``None``: all
+            work runs in this process.
 
     Returns:
         The ``tf.data.Dataset``, ready for ``model.fit``. Pass it to :func:`describe_pipeline`
@@ -121,7 +132,12 @@ def build_pipeline(
             ``ram_budget`` or ``threadpool_size`` is not positive; a glob matches no file; a
             file path does not exist; the cache folder is missing or not writable; ``cache`` is
             asked for on an infinite dataset; ``augment_fn`` changes the structure of the
-            example; or examples to be batched have shapes that are not fully known.
+            example; examples to be batched have shapes that are not fully known; or
+            ``service`` is malformed or combined with ``deterministic=True``, a file ``cache``
+            or (``parallel_epochs``) a shuffle ``seed``.
+        DataServiceUnavailable: If no dispatcher with a worker answers at ``service`` within
+            its timeout (30 s by default); also raised, inside a ``tf.errors.UnknownError``,
+            when an iteration starts.
 
     Example:
         >>> def decode(data, label):
@@ -157,6 +173,15 @@ def build_pipeline(
     if not isinstance(repeat, bool):
         check_positive_int("repeat", repeat, allow_none=False, also="or a bool")
     cache_path = _check_cache(cache)
+    # tf.data service (data/service.py): checked here, applied before the batch or the prefetch.
+    service_stage = plan_service_stage(
+        service,
+        repeat=repeat,
+        deterministic=deterministic,
+        cache_path=cache_path,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+    )
     if batch_size is None and batch_fn is not None:
         raise ValueError(
             "`batch_fn` works on batches, so it needs a `batch_size`. "
@@ -266,6 +291,8 @@ def build_pipeline(
             same_structure=True,
         )
 
+    dataset = service_stage.apply(dataset, stages, before_batch=True)  # tf.data service
+
     if batch_size is not None:
         _check_batchable(dataset, _last_function(read_fn, preprocess_fn, augment_fn))
         dataset = dataset.batch(
@@ -296,6 +323,8 @@ def build_pipeline(
             stages,
             "vectorised per-batch work, in parallel",
         )
+
+    dataset = service_stage.apply(dataset, stages, before_batch=False)  # tf.data service
 
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     stages.append(
@@ -553,6 +582,7 @@ def _checked(fn: Callable[..., Any], name: str, *, same_structure: bool = False)
                 ) from error
         return result
 
+    call.__name__ = name  # tf.data names the traced function after it: map(preprocess_fn)
     return call
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.hardware.window import SampleKey
 
 UTILIZATION = "utilization_percent"
 SM_ACTIVITY = "sm_activity_percent"

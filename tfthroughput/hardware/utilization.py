@@ -57,9 +57,17 @@ def gpu_utilization(
         sources: The GPU sources to sample; defaults to every GPU visible to this process.
 
     Example:
-        >>> with gpu_utilization() as reading:
-        ...     model.fit(dataset, epochs=1)  # doctest: +SKIP
-        >>> reading(), reading.sm_activity()  # e.g. (23.6, 0.5); (None, None) without a GPU
+        >>> with gpu_utilization() as reading:  # doctest: +SKIP
+        ...     model.fit(dataset, epochs=1)
+        >>> reading(), reading.sm_activity()  # doctest: +SKIP
+        (23.6, 0.5)
+
+        On a machine without an NVIDIA GPU, or with no GPU to sample, both are ``None``:
+
+        >>> with gpu_utilization(sources=[]) as reading:
+        ...     total = sum(range(1000))
+        >>> print(reading(), reading.sm_activity())
+        None None
     """
     gpu_sources = list(sources) if sources is not None else _visible_gpu_sources()
     reading = UtilizationReading()

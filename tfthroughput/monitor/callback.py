@@ -20,11 +20,13 @@ import keras
 from tfthroughput._validation import check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
-from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
+from tfthroughput.hardware.sampler import Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
+from tfthroughput.hardware.stats import STATISTIC_NAMES
+from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.events import (
     EventWriter,
+    energy_joules,
     epoch_figures,
     hardware_scalars,
     logs_entries,
@@ -58,11 +60,12 @@ class GPUMonitor(keras.callbacks.Callback):
     Tags (units in the README):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/busy_but_idle_percent``
-        (where GPM's SM activity is read): mean GPU-Util minus mean SM activity, clamped at 0;
-        when GPU-Util (above 20 %) is at least twice SM activity, one ``MonitoringWarning`` per
-        ``fit`` says that tiny kernels make GPU-Util overstate the work. ``epoch/seconds``,
-        ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/energy_joules``: energy
+        used in the epoch. ``gpu<i>/busy_but_idle_percent`` (where GPM's SM activity is read):
+        mean GPU-Util minus mean SM activity, clamped at 0; when GPU-Util (above 20 %) is at
+        least twice SM activity, one ``MonitoringWarning`` per ``fit`` says that tiny kernels
+        make GPU-Util overstate the work. ``epoch/seconds``, ``epoch/steps_per_second`` and,
+        given ``batch_size``, ``epoch/examples_per_second`` and ``epoch/joules_per_example``.
 
     It works under every Keras 3 backend (TensorFlow, JAX, PyTorch) and needs no TensorFlow:
     events go through TensorBoard's own writer, steps come from the optimizer's iteration
@@ -188,7 +191,10 @@ class GPUMonitor(keras.callbacks.Callback):
             return
         stats = self._selected(training.sampler.collect(sample_now=True))
         figures = epoch_figures(
-            self._clock() - training.epoch_start, self._steps_this_epoch(training), self.batch_size
+            self._clock() - training.epoch_start,
+            self._steps_this_epoch(training),
+            self.batch_size,
+            joules=energy_joules(stats),
         )
         training.writer.write(epoch, hardware_scalars(stats, self.statistics, figures))
         training.epoch = None
@@ -253,7 +259,7 @@ class GPUMonitor(keras.callbacks.Callback):
         return self.params.get("steps") if self.params else None
 
     def _warn_if_utilization_overstates(
-        self, training: _Training, stats: dict[SampleKey, MetricStats], epoch: int
+        self, training: _Training, stats: WindowStats, epoch: int
     ) -> None:
         """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
         if training.warned_overstated_utilization:
@@ -263,10 +269,10 @@ class GPUMonitor(keras.callbacks.Callback):
             training.warned_overstated_utilization = True
             warnings.warn(message, MonitoringWarning, stacklevel=3)
 
-    def _selected(self, stats: dict[SampleKey, MetricStats]) -> dict[SampleKey, MetricStats]:
+    def _selected(self, stats: WindowStats) -> WindowStats:
         if self.metrics is None:
             return stats
-        return {key: value for key, value in stats.items() if key.metric in self.metrics}
+        return stats.only(lambda key: key.metric in self.metrics)
 
     def _finish(self, training: _Training) -> None:
         """Write the epoch cut short, if any, and close the writer; once per training."""

@@ -32,28 +32,38 @@ from tfthroughput.hardware.activity import (
     overstates_work,
     utilization_and_sm_activity,
 )
-from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
-from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.dashboard import layout_summary
 
 # Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`.
-EPOCH_FIGURES = ("seconds", "steps_per_second", "examples_per_second")
+EPOCH_FIGURES = ("seconds", "steps_per_second", "examples_per_second", "joules_per_example")
+
+
+def energy_joules(stats: WindowStats) -> float | None:
+    """Energy all GPUs used in the window, in joules; ``None`` where no GPU reports it."""
+    joules = [total.amount for key, total in stats.totals.items() if key.metric == "energy_joules"]
+    return sum(joules) if joules else None
 
 
 def epoch_figures(
-    seconds: float | None, steps: int | None, batch_size: int | None
+    seconds: float | None,
+    steps: int | None,
+    batch_size: int | None,
+    *,
+    joules: float | None = None,
 ) -> dict[str, float]:
-    """The epoch's wall time and throughput, as far as they are known.
+    """The epoch's wall time, throughput and energy per example, as far as they are known.
 
     Args:
         seconds: The epoch's wall time; ``None`` for an epoch cut short.
         steps: Optimizer steps taken in the epoch, if known.
         batch_size: Examples per step, if known.
+        joules: Energy the GPUs used in the epoch, if known.
 
     Returns:
-        ``{"seconds": ..., "steps_per_second": ..., "examples_per_second": ...}``, each only
-        when it can be computed.
+        ``{"seconds": ..., "steps_per_second": ..., "examples_per_second": ...,
+        "joules_per_example": ...}``, each only when it can be computed.
     """
     if seconds is None or seconds <= 0:
         return {}
@@ -62,25 +72,34 @@ def epoch_figures(
         figures["steps_per_second"] = steps / seconds
         if batch_size:
             figures["examples_per_second"] = steps * batch_size / seconds
+            if joules is not None:
+                figures["joules_per_example"] = joules / (steps * batch_size)
     return figures
 
 
 def hardware_scalars(
-    stats: Mapping[SampleKey, MetricStats],
+    stats: WindowStats,
     statistics: Sequence[str],
     figures: Mapping[str, float],
 ) -> dict[str, float]:
-    """The scalars of the hardware run: ``<source>/<metric>/<statistic>``,
-    ``<source>/samples``, ``<source>/busy_but_idle_percent`` (where SM activity was read) and
-    ``epoch/<figure>``."""
+    """The scalars of the hardware run: ``<source>/<metric>/<statistic>``, the sample counts
+    (``<source>/samples`` for the monitor's reads, ``<source>/<metric>/samples`` for a metric
+    read from a hardware sample buffer), energy totals, ``<source>/busy_but_idle_percent``
+    (where SM activity was read) and ``epoch/<figure>``."""
     scalars: dict[str, float] = {}
     samples: dict[str, int] = {}
     for key, metric_stats in stats.items():
         for statistic in statistics:
             scalars[f"{key.source}/{key.metric}/{statistic}"] = getattr(metric_stats, statistic)
+        if key in stats.buffer_samples:  # NVML's own samples: their count, not the reads
+            scalars[f"{key.source}/{key.metric}/samples"] = stats.buffer_samples[key]
+            continue
         samples[key.source] = max(samples.get(key.source, 0), metric_stats.count)
     for source, count in samples.items():
         scalars[f"{source}/samples"] = count
+    for key, total in stats.totals.items():  # energy: an increase over the window
+        scalars[f"{key.source}/{key.metric}"] = total.amount
+        scalars[f"{key.source}/{key.metric}/from_counter"] = float(total.counter)
     for source, gap in _busy_but_idle(stats).items():
         scalars[f"{source}/{BUSY_BUT_IDLE}"] = gap
     for name, value in figures.items():
@@ -88,11 +107,9 @@ def hardware_scalars(
     return scalars
 
 
-def logs_entries(
-    stats: Mapping[SampleKey, MetricStats], figures: Mapping[str, float]
-) -> dict[str, float]:
-    """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean, each GPU's
-    ``busy_but_idle_percent`` (where SM activity was read) and the figures.
+def logs_entries(stats: WindowStats, figures: Mapping[str, float]) -> dict[str, float]:
+    """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean, energy totals,
+    each GPU's ``busy_but_idle_percent`` (where SM activity was read) and the figures.
 
     Keys have no ``epoch`` prefix and no ``/``: ``keras.callbacks.TensorBoard`` writes a logs key
     ``k`` as the tag ``epoch_k``, so ``gpu0_utilization_percent`` and ``seconds`` become
@@ -100,6 +117,8 @@ def logs_entries(
     ``History`` see the same plain names.
     """
     entries = {f"{key.source}_{key.metric}": value.mean for key, value in stats.items()}
+    for key, total in stats.totals.items():
+        entries[f"{key.source}_{key.metric}"] = total.amount
     entries.update(
         {f"{source}_{BUSY_BUT_IDLE}": gap for source, gap in _busy_but_idle(stats).items()}
     )
@@ -107,9 +126,7 @@ def logs_entries(
     return entries
 
 
-def overstated_utilization_warning(
-    stats: Mapping[SampleKey, MetricStats], epoch: int
-) -> str | None:
+def overstated_utilization_warning(stats: WindowStats, epoch: int) -> str | None:
     """The warning to give when an epoch's GPU-Util overstates the work, else ``None``.
 
     It does when a GPU's mean GPU-Util is above 20 % and at least twice its mean SM activity
@@ -129,7 +146,7 @@ def overstated_utilization_warning(
     return None
 
 
-def _busy_but_idle(stats: Mapping[SampleKey, MetricStats]) -> dict[str, float]:
+def _busy_but_idle(stats: WindowStats) -> dict[str, float]:
     return {
         source: busy_but_idle_percent(utilization, sm_activity)
         for source, (utilization, sm_activity) in utilization_and_sm_activity(stats).items()

@@ -130,9 +130,7 @@ class ProfileSteps(keras.callbacks.Callback):
         self._first_step = self._epoch_first_step = first
         self._finished = first > self.steps[1]
         if not self._finished:
-            check_writable_folder(
-                self.run_dir, name="log_dir", value=self.log_dir, owner="ProfileSteps"
-            )
+            check_writable_folder("log_dir", self.run_dir)
 
     def on_epoch_begin(self, epoch, logs=None):
         if not self._finished:
