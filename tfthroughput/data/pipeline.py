@@ -33,17 +33,9 @@ from tfthroughput.data.guards import (
     _check_batchable,
     _check_cache,
     _check_cacheable,
-    _check_not_batched,
     _last_function,
-    _short,
 )
-from tfthroughput.data.sources import (
-    _apply_read_fn,
-    _from_memory_or_dataset,
-    _read_files,
-    _resolve_files,
-)
-from tfthroughput.data.stages import _PipelineSteps
+from tfthroughput.data.sources import _source_steps
 
 
 def build_pipeline(
@@ -173,30 +165,16 @@ def build_pipeline(
     cache_path = _check_cache(cache)
     parallel = parallel_reads if parallel_reads is not None else tf.data.AUTOTUNE
 
-    files = _resolve_files(source)
-    if files is not None:
-        steps, source_text = _read_files(
-            files,
-            labels=labels,
-            read_fn=read_fn,
-            shuffle_files=shuffle_buffer is not None and cache_path is None,
-            seed=seed,
-            parallel=parallel,
-            deterministic=deterministic,
-        )
-    else:
-        if labels is not None:
-            raise ValueError(
-                "`labels` goes with a list of files (one label per file). For in-memory data "
-                "or a Dataset, pass `source=(features, labels)` instead. "
-                f"Received: labels={_short(labels)} with source={_short(source)}"
-            )
-        dataset, source_text = _from_memory_or_dataset(source)
-        _check_not_batched(dataset, batch_size)
-        steps = _PipelineSteps(dataset)
-        if read_fn is not None:
-            _apply_read_fn(steps, read_fn, parallel, deterministic)
-
+    steps, source_text = _source_steps(
+        source,
+        labels=labels,
+        read_fn=read_fn,
+        batch_size=batch_size,
+        shuffle_files=shuffle_buffer is not None and cache_path is None,
+        seed=seed,
+        parallel=parallel,
+        deterministic=deterministic,
+    )
     if preprocess_fn is not None:
         steps.parallel_map(
             preprocess_fn,

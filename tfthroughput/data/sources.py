@@ -14,11 +14,48 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfthroughput.data.guards import _checked, _short
+from tfthroughput.data.guards import _check_not_batched, _checked, _short
 from tfthroughput.data.stages import _name, _PipelineSteps
 
 _GLOB_CHARACTERS = frozenset("*?[")
 _NAMED_MISSING = 3  # missing files quoted in the error; the rest are counted
+
+
+def _source_steps(
+    source: Any,
+    *,
+    labels: Any,
+    read_fn: Callable[..., Any] | None,
+    batch_size: int | None,
+    shuffle_files: bool,
+    seed: int | None,
+    parallel: int,
+    deterministic: bool,
+) -> tuple[_PipelineSteps, str]:
+    """The pipeline's first steps, reading ``source``, and the description of the source."""
+    files = _resolve_files(source)
+    if files is not None:
+        return _read_files(
+            files,
+            labels=labels,
+            read_fn=read_fn,
+            shuffle_files=shuffle_files,
+            seed=seed,
+            parallel=parallel,
+            deterministic=deterministic,
+        )
+    if labels is not None:
+        raise ValueError(
+            "`labels` goes with a list of files (one label per file). For in-memory data "
+            "or a Dataset, pass `source=(features, labels)` instead. "
+            f"Received: labels={_short(labels)} with source={_short(source)}"
+        )
+    dataset, source_text = _from_memory_or_dataset(source)
+    _check_not_batched(dataset, batch_size)
+    steps = _PipelineSteps(dataset)
+    if read_fn is not None:
+        _apply_read_fn(steps, read_fn, parallel, deterministic)
+    return steps, source_text
 
 
 def _resolve_files(source: Any) -> list[str] | None:
