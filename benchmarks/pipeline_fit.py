@@ -107,7 +107,8 @@ def main(argv=None):
         f"compute threads {args.compute_threads or 'default'}, "
         f"pipeline threads {args.pipeline_threads or 'shared pool'}"
     )
-    print(f"CPU cores: {os.cpu_count()}; {budget}")
+    # Other processes on the same cores move every figure; the load says how much.
+    print(f"CPU cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; {budget}")
     keras.utils.set_random_seed(0)
 
     with tempfile.TemporaryDirectory() as folder:
@@ -182,7 +183,7 @@ def main(argv=None):
     print(
         f"SUMMARY fit: epochs 2-{args.epochs} reach {later:.2f} of the compute-only limit "
         f"(target >= 0.95; worst epoch {min(ratios[1:]):.2f}); epoch 1 {ratios[0]:.2f}; "
-        f"{budget}"
+        f"{budget}; load average {os.getloadavg()[0]:.2f}"
     )
 
 

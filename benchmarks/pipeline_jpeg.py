@@ -75,7 +75,8 @@ def main(argv=None):
         "--stateless", action="store_true", help="no random augmentation: only stateless maps"
     )
     args = parser.parse_args(argv)
-    print(f"CPU cores: {os.cpu_count()}")
+    # Other processes on the same cores move every figure; the load says how much.
+    print(f"CPU cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
     crop_to = None if args.stateless else CROP_TO
 
     with tempfile.TemporaryDirectory() as folder:
@@ -121,7 +122,8 @@ def main(argv=None):
     print(
         f"SUMMARY jpeg ({maps}): builder {over_sequential:.2f}x the sequential map "
         f"(target >= 1.8), {over_plain:.2f}x the plain ds.map a user writes (TF parallelises "
-        f"its stateless maps by itself) on {os.cpu_count()} cores"
+        f"its stateless maps by itself) on {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.2f}"
     )
 
 
