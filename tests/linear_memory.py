@@ -1,10 +1,10 @@
 """A Keras model whose training memory grows linearly with the batch, and its ground truth.
 
 One ``Dense(WIDTH)`` layer: each example adds its activation and that activation's gradient,
-2 x WIDTH float32 values (0.5 MiB at WIDTH=65536), on top of a fixed part (weights, optimizer,
+2 x WIDTH float32 values (2 MiB at WIDTH=262144), on top of a fixed part (weights, optimizer,
 fit machinery). Run as a script, it measures one batch size *alone*, in this fresh process:
-a warm-up fit at the smallest batch size first (TensorFlow loads kernels and fills caches once
-per process, as the search's first trial does), then the peak RSS of a fit at the asked batch
+two warm-up fits at small batch sizes first (TensorFlow loads kernels and fills caches once
+per process, as the search's first trials do), then the peak RSS of a fit at the asked batch
 size over its own start, read from the kernel's high-water mark (Linux), printed as JSON.
 
     python tests/linear_memory.py <batch_size>
@@ -24,8 +24,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-WIDTH = 65536
-MIN_BATCH_SIZE = 32
+WIDTH = 262144
+WARM_UP_BATCH_SIZES = (32, 64)
 
 
 def build_model() -> keras.Model:
@@ -69,7 +69,8 @@ def settled_rss() -> int:
 
 def measure_alone(batch_size: int) -> int:
     """Bytes a fit at ``batch_size`` adds at its peak, in this (fresh, warmed-up) process."""
-    _fit(MIN_BATCH_SIZE)
+    for size in WARM_UP_BATCH_SIZES:
+        _fit(size)
     start = settled_rss()
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # reset the peak RSS to the current RSS
