@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -32,6 +33,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def no_global_tensorflow_seed_left_behind():
+    """Clear TensorFlow's global seed after each test that set it (`keras.utils.set_random_seed`).
+
+    A global seed gives every later unseeded op a derived seed, which changes what later tests
+    see (a lint of an "unseeded" shuffle, for one). Only where TensorFlow is already imported:
+    some tests run with it blocked.
+    """
+    yield
+    tensorflow = sys.modules.get("tensorflow")
+    if tensorflow is not None and hasattr(tensorflow, "random"):
+        tensorflow.random.set_seed(None)
 
 
 @pytest.fixture(autouse=True)
