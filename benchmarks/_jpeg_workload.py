@@ -51,21 +51,29 @@ def make_augment(crop_to):
     return augment
 
 
-def sequential_pipeline(paths, labels, resize_to, crop_to, batch_size):
-    """The naive pipeline: one example at a time, no prefetch, tf.data's auto-parallelism off."""
-    decode, augment = make_decode(resize_to), make_augment(crop_to)
+def plain_pipeline(paths, labels, resize_to, crop_to, batch_size):
+    """The pipeline a user writes first: ``ds.map(load).map(augment).batch(n)``, TF's defaults.
+
+    With its default optimisations tf.data parallelises by itself a ``map`` whose function is
+    stateless (``map_parallelization``: here ``load``, read + decode + resize) and may inject
+    a prefetch; the augmentation draws random numbers with stateful ops (``random_crop``), so
+    that map stays sequential. ``crop_to=None``: no augmentation map.
+    """
+    decode = make_decode(resize_to)
 
     def load(path, label):
         return decode(tf.io.read_file(path), label)
 
+    examples = tf.data.Dataset.from_tensor_slices((paths, labels)).map(load)
+    if crop_to is not None:
+        examples = examples.map(make_augment(crop_to))
+    return examples.batch(batch_size)
+
+
+def sequential_pipeline(paths, labels, resize_to, crop_to, batch_size):
+    """The same maps one example at a time: tf.data's automatic parallelism switched off."""
     options = tf.data.Options()
     # tf.data would otherwise parallelise the stateless map and inject a prefetch by itself.
     options.experimental_optimization.map_parallelization = False
     options.experimental_optimization.inject_prefetch = False
-    return (
-        tf.data.Dataset.from_tensor_slices((paths, labels))
-        .map(load)
-        .map(augment)
-        .batch(batch_size)
-        .with_options(options)
-    )
+    return plain_pipeline(paths, labels, resize_to, crop_to, batch_size).with_options(options)

@@ -152,8 +152,9 @@ def main() -> int:
     _, load_stats, (load_smi_util, _, _) = results[1]
     print(
         f"SUMMARY gpu check: under load sampler GPU-Util "
-        f"{load_stats['gpu0/utilization_percent'].mean:.1f} % vs nvidia-smi {load_smi_util:.1f} %; "
-        f"GPM {'read' if 'gpu0/sm_activity_percent' in load_stats else 'not available'}"
+        f"{load_stats[SampleKey('gpu0', 'utilization_percent')].mean:.1f} % vs nvidia-smi "
+        f"{load_smi_util:.1f} %; GPM "
+        f"{'read' if SampleKey('gpu0', 'sm_activity_percent') in load_stats else 'not available'}"
     )
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -35,6 +36,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def no_global_tensorflow_seed_left_behind():
+    """Clear TensorFlow's global seed after each test that set it (`keras.utils.set_random_seed`).
+
+    A global seed gives every later unseeded op a derived seed, which changes what later tests
+    see (a lint of an "unseeded" shuffle, for one). Only where TensorFlow is already imported:
+    some tests run with it blocked.
+    """
+    yield
+    tensorflow = sys.modules.get("tensorflow")
+    if tensorflow is not None and hasattr(tensorflow, "random"):
+        tensorflow.random.set_seed(None)
+
+
+@pytest.fixture(autouse=True)
 def no_leaked_threads():
     """Fail any test that leaves a thread running that it started."""
     before = set(threading.enumerate())
@@ -42,7 +57,13 @@ def no_leaked_threads():
     deadline = time.monotonic() + 2.0
     leaked = []
     while time.monotonic() < deadline:
-        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        leaked = [
+            t
+            for t in threading.enumerate()
+            # A _DummyThread is a thread TensorFlow started in C++ (a tf.data pool thread that
+            # ran a py_function): not the test's to stop, and it lives as long as the pool.
+            if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread)
+        ]
         if not leaked:
             return
         time.sleep(0.05)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -36,6 +40,33 @@ def test_oracle_search_finds_the_limit_in_logarithmic_trials(limit):
     assert len(oracle.calls) <= 2 * math.ceil(math.log2(limit)) + 2
     assert len(set(oracle.calls)) == len(oracle.calls)  # no size tried twice
     assert all(t.fits == (t.batch_size <= limit) for t in result.trials)
+
+
+def _documented_bound(min_batch_size, largest):
+    """The trial count find_batch_size's docstring states for a limit below max_batch_size."""
+    doublings = math.floor(math.log2(largest / min_batch_size)) + 1
+    return 2 * doublings + math.ceil(math.log2(min_batch_size))
+
+
+@pytest.mark.parametrize("min_batch_size", [1, 2, 8, 48])
+def test_the_documented_trial_bound_holds_and_is_reached(min_batch_size):
+    reached = 0
+    for limit in range(min_batch_size, 4096):
+        oracle = FitsUpTo(limit)
+        find_batch_size(trial=oracle, min_batch_size=min_batch_size, max_batch_size=4096)
+        bound = _documented_bound(min_batch_size, limit)
+        assert len(oracle.calls) <= bound, (limit, oracle.calls)
+        reached += len(oracle.calls) == bound
+        # The bound over every limit, max_batch_size included.
+        assert len(oracle.calls) <= 2 * math.floor(math.log2(4096 / min_batch_size)) + 2 + (
+            math.ceil(math.log2(min_batch_size))
+        )
+    assert reached > 0
+    doc = find_batch_size.__doc__
+    assert "``2 * d + ceil(log2(min_batch_size))``" in doc
+    assert "(14 for ``min_batch_size=1`` and ``F=100``," in doc
+    assert "11 for ``min_batch_size=8`` and ``F=100``)" in doc
+    assert (_documented_bound(1, 100), _documented_bound(8, 100)) == (14, 11)
 
 
 def test_search_order_doubles_then_bisects():
@@ -156,6 +187,69 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
         _build, make, min_batch_size=4, max_batch_size=8, steps=1, memory_limit_bytes=2**40
     )
     assert result.largest_fitting == 8
+    # Each trial's own memory is reported, in the result and its table.
+    assert all(t.memory_bytes > 0 for t in result.trials)
+    assert "examples/s  added MiB" in str(result)
+
+
+MiB = 2**20
+
+
+def _start_alone(batch_sizes):
+    """Ground truth: each batch size's memory measured alone, each in a fresh process."""
+    script = Path(__file__).with_name("linear_memory.py")
+    return [
+        subprocess.Popen([sys.executable, str(script), str(size)], stdout=subprocess.PIPE)
+        for size in batch_sizes
+    ]
+
+
+def _finish_alone(runs):
+    measured = {}
+    for run in runs:
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode == 0
+        row = json.loads(out.decode().strip().splitlines()[-1])
+        measured[row["batch_size"]] = row["memory_bytes"]
+    return measured
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the truth")
+def test_memory_ceiling_finds_the_true_limit_of_a_linear_model():
+    import linear_memory
+
+    # The truth: two sizes, each alone in a fresh process, give the line memory(batch).
+    small, large = 128, 512
+    alone = _finish_alone(_start_alone([small, large]))
+    slope = (alone[large] - alone[small]) / (large - small)
+    intercept = alone[small] - slope * small
+    assert 1.8 * MiB < slope < 2.2 * MiB  # 2 x 262144 float32 values per example: 2 MiB
+    # A ceiling whose true limit is 336 examples, halfway between the two sizes the search
+    # ends on, 96 MiB (14 %) from each: the peak of one size varies by up to about 8 % from
+    # run to run (what the training step keeps alive at once depends on thread timing).
+    true_limit = 336
+    budget = int(intercept + slope * (true_limit + 0.5))
+
+    result = find_batch_size(
+        linear_memory.build_model,
+        linear_memory.examples(),
+        min_batch_size=96,
+        max_batch_size=1024,
+        steps=1,
+        max_trials=4,  # 96 192 384, then 288: bisection after a trial that did not fit
+        memory_limit_bytes=linear_memory.settled_rss() + budget,
+    )
+
+    assert [t.batch_size for t in result.trials] == [96, 192, 384, 288], str(result)
+    # Within one binary-search step of the true limit: 288 fits, 384 does not.
+    assert result.largest_fitting == 288, str(result)
+    # Each trial measured its own memory as it is alone, whatever earlier trials left behind
+    # (the first also pays the process's one-time costs).
+    for trial in result.trials:
+        expected = intercept + slope * trial.batch_size
+        assert abs(trial.memory_bytes - expected) < 0.1 * expected + 16 * MiB, (trial, expected)
+        assert trial.fits == (trial.batch_size <= true_limit), trial
 
 
 # ------------------------------------------------------------------------------ guards

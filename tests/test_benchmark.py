@@ -1,5 +1,10 @@
+"""benchmark_dataset: exact rates under an injected clock; the clock stops at the last batch."""
+
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -30,12 +35,69 @@ def test_unbatched_counts_one_example_per_element():
 
 
 def test_rates_follow_the_injected_clock():
-    # Clock reads: start=0, after batch 1 -> 1, end -> 2 (steps of 1 s per read).
+    # A known count: the clock is read at the start (0), at batch 1 (1) and at batch 3 (2).
     result = benchmark_dataset(tf.data.Dataset.range(12).batch(4), clock=StepClock(1.0))
     assert result.first_batch_seconds == 1.0
     assert result.total_seconds == 2.0
+    # Both rates: the 2 batches (8 examples) after the first, over the 1 s after it.
     assert result.batches_per_second == pytest.approx(2 / 1.0)
-    assert result.elements_per_second == pytest.approx(12 / 2.0)
+    assert result.elements_per_second == pytest.approx(8 / 1.0)
+
+
+def test_an_unknown_count_reads_the_clock_at_every_batch_and_stops_at_the_last():
+    # filter() hides the count: reads at the start (0) and at batches 1, 2, 3 (1, 2, 3); the
+    # end-of-data signal that follows is not timed.
+    dataset = tf.data.Dataset.range(12).batch(4).filter(lambda batch: True)
+    result = benchmark_dataset(dataset, clock=StepClock(1.0))
+    assert (result.first_batch_seconds, result.total_seconds) == (1.0, 3.0)
+    assert result.batches_per_second == pytest.approx(2 / 2.0)
+    assert result.elements_per_second == pytest.approx(8 / 2.0)
+
+
+def test_a_single_batch_is_rated_over_the_whole_time():
+    result = benchmark_dataset(tf.data.Dataset.range(4).batch(4), clock=StepClock(0.5))
+    assert result.total_seconds == result.first_batch_seconds == 0.5
+    assert (result.batches_per_second, result.elements_per_second) == (2.0, 8.0)
+
+
+BATCH, BATCHES, DELAY, CLOSE = 4, 15, 0.02, 0.5
+
+
+def _slow_to_close():
+    """A source that takes DELAY per batch and CLOSE to release itself (a connection, say)."""
+    try:
+        for i in range(BATCHES):
+            time.sleep(DELAY)
+            yield np.full((BATCH,), i)
+    finally:
+        time.sleep(CLOSE)
+
+
+def _check_rate(result):
+    assert result.num_batches == BATCHES
+    # Without the close the rate is at most 1 / DELAY; timing the close as well would give
+    # 14 / (14 * 0.02 + 0.5) = 18 batches/s, far under the bound below.
+    assert 0.6 / DELAY < result.batches_per_second <= 1.0 / DELAY
+    assert result.total_seconds < BATCHES * DELAY + CLOSE / 2
+    # The same interval for both rates: examples/s is batches/s times the batch size.
+    assert result.elements_per_second == pytest.approx(BATCH * result.batches_per_second)
+
+
+def test_a_source_slow_to_signal_its_end_is_timed_to_its_last_batch():
+    spec = tf.TensorSpec((BATCH,), tf.int64)
+    dataset = tf.data.Dataset.from_generator(_slow_to_close, output_signature=spec)
+    assert dataset.cardinality() == tf.data.UNKNOWN_CARDINALITY  # read to its end
+    _check_rate(benchmark_dataset(dataset))
+
+
+def test_a_source_slow_to_shut_down_is_timed_to_its_last_batch():
+    spec = tf.TensorSpec((BATCH,), tf.int64)
+    dataset = tf.data.Dataset.from_generator(_slow_to_close, output_signature=spec)
+    counted = dataset.apply(tf.data.experimental.assert_cardinality(BATCHES))
+    # The count is known: no request after the last batch; the iterator shuts down (closing
+    # the generator) after the clock stopped.
+    _check_rate(benchmark_dataset(counted))
+    _check_rate(benchmark_dataset(dataset, num_batches=BATCHES))
 
 
 def test_num_batches_limits_an_infinite_dataset():

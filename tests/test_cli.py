@@ -1,9 +1,11 @@
-"""The `tfthroughput` command, run as a user runs it: in a subprocess."""
+"""The `tfthroughput` command, run as a user runs it: in a subprocess, with no logging set up."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -12,9 +14,26 @@ import tensorflow as tf
 from events import event_files, read_scalars
 from monitored_runs import write_monitored_runs
 
+import tfthroughput
+
+# What TensorFlow 2.21's native libraries print while they start, unless kept off the terminal:
+# absl's pre-init notice, then log lines such as
+# "I0000 00:00:1796003938.030014    9717 cudart_stub.cc:31] Could not find cuda drivers ...".
+_NATIVE_LOG_LINE = re.compile(r"^[IWEF]\d{4} \S+\s+\d+ \S+:\d+\] ", re.MULTILINE)
+_STARTUP_WORDS = (
+    "absl::InitializeLog",
+    "cudart_stub",
+    "cpu_feature_guard",
+    "To enable the following instructions",
+    "oneDNN",
+    "cuInit",
+    "Unable to register",
+)
+
 
 def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # As a user runs it: none of TensorFlow's logging variables set.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CPP_", "TF_XLA_"))}
     return subprocess.run(
         [sys.executable, "-m", "tfthroughput.cli", *args],
         capture_output=True,
@@ -23,6 +42,15 @@ def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedP
         cwd=cwd,
         env=env,
     )
+
+
+def startup_noise(text: str) -> list[str]:
+    """The lines of ``text`` that are TensorFlow start-up log."""
+    return [
+        line
+        for line in text.splitlines()
+        if _NATIVE_LOG_LINE.match(line) or any(word in line for word in _STARTUP_WORDS)
+    ]
 
 
 def _text(run_dir, tag: str) -> list[str]:
@@ -41,7 +69,10 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "[1/4] Writing 96 synthetic JPEGs" in out
+    # The demo's own words come first, with no TensorFlow start-up log anywhere.
+    assert out.startswith("[1/4] Writing 96 synthetic JPEGs"), out[:500]
+    assert startup_noise(result.stderr) == [], result.stderr
+    assert startup_noise(out) == []
     assert "build_pipeline vs naive:" in out
     assert "verdict" in out.lower()
     report = log_dir / "report.html"
@@ -78,6 +109,22 @@ def test_info_reports_versions_devices_nvml_and_precision():
     assert "TensorFlow devices: /physical_device:CPU:0" in result.stdout
     assert "NVML: unavailable: the NVML library (libnvidia-ml.so.1) was not found" in result.stdout
     assert "precision policy: " in result.stdout
+    assert startup_noise(result.stderr) == [], result.stderr
+
+
+@pytest.mark.parametrize("args", [("--verbose", "info"), ("info", "--verbose")])
+def test_verbose_shows_tensorflows_startup_log(args):
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("TensorFlow ")
+    # Whatever this TensorFlow build logs while starting is there again, unfiltered.
+    assert _NATIVE_LOG_LINE.search(result.stderr), result.stderr
+
+
+def test_version_prints_the_package_version():
+    result = run_cli("--version", timeout=60)
+    assert result.returncode == 0
+    assert result.stdout == f"tfthroughput {tfthroughput.__version__}\n"
 
 
 def test_report_writes_one_html_file_comparing_the_runs(tmp_path):
@@ -134,7 +181,9 @@ def test_report_without_matplotlib_names_the_extra(tmp_path):
 def test_report_has_help():
     result = run_cli("report", "--help", timeout=60)
     assert result.returncode == 0
-    assert result.stdout.startswith("usage: tfthroughput report [-h] [-o OUTPUT] LOGDIR")
+    assert result.stdout.startswith(
+        "usage: tfthroughput report [-h] [--verbose] [-o OUTPUT] LOGDIR"
+    )
 
 
 @pytest.mark.parametrize(
@@ -153,12 +202,82 @@ def test_bad_arguments_exit_2_with_a_message(args, message):
     assert message in result.stderr
 
 
+def _one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def test_an_unusable_log_dir_exits_1_with_the_reason(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     result = run_cli("demo", "--images", "9", "--epochs", "1", "--log-dir", str(blocker / "logs"))
-    assert result.returncode == 1
-    assert "tfthroughput demo: error:" in result.stderr
+    assert _one_error_line(result) == (
+        "tfthroughput demo: error: `--log-dir` must be a folder this process can create and "
+        f"write to. Received: --log-dir='{blocker}/logs' ([Errno 20] Not a directory: "
+        f"'{blocker}/logs')"
+    )
+
+
+def test_an_unusable_log_dir_fails_before_any_work_even_with_a_good_data_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    data_dir = tmp_path / "data"
+    result = run_cli(
+        "demo", "--images", "9", "--epochs", "1",
+        "--log-dir", str(blocker / "x"), "--data-dir", str(data_dir),
+    )  # fmt: skip
+    assert _one_error_line(result).startswith(
+        "tfthroughput demo: error: `--log-dir` must be a folder this process can create"
+    )
+    assert result.stdout == ""  # nothing written, nothing trained
+    assert not data_dir.exists()
+
+
+def _undecodable_images(data_dir) -> None:
+    """Nine files the demo takes for its JPEGs (right names and count) that are not JPEGs."""
+    for index, label in enumerate(("disc", "square", "stripes") * 3):
+        (data_dir / label).mkdir(parents=True, exist_ok=True)
+        (data_dir / label / f"{index:05d}.jpg").write_text("not a JPEG")
+
+
+def test_a_failure_while_training_is_one_line_and_verbose_gives_the_traceback(tmp_path):
+    _undecodable_images(tmp_path / "data")
+    args = ("demo", "--images", "9", "--epochs", "1", "--log-dir", str(tmp_path))
+    result = run_cli(*args)
+    assert _one_error_line(result) == (
+        "tfthroughput demo: error: InvalidArgumentError: Unknown image file format. One of "
+        "JPEG, JPEG XL, PNG, GIF, BMP, WebP required. (--verbose shows the traceback)"
+    )
+    verbose = run_cli(*args, "--verbose")
+    assert verbose.returncode == 1
+    assert "Traceback (most recent call last)" in verbose.stderr
+    assert "InvalidArgumentError" in verbose.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfthroughput.cli", "demo", "--images", "600", "--epochs", "50"]
+        + ["--log-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        for line in process.stdout:
+            # After the first epoch's line, `fit` is running its second epoch (of 50): the
+            # interrupt lands inside training, however slowly a loaded machine got there.
+            if line.startswith("  epoch 1/50"):
+                break
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines() == ["tfthroughput demo: interrupted"]
 
 
 @pytest.mark.parametrize("command", [(), ("demo",), ("info",)])
@@ -166,3 +285,4 @@ def test_every_command_has_help(command):
     result = run_cli(*command, "--help", timeout=60)
     assert result.returncode == 0
     assert result.stdout.startswith("usage: tfthroughput")
+    assert "--verbose" in result.stdout

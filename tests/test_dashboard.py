@@ -19,7 +19,7 @@ from monitored_runs import DIAGNOSIS
 
 from tfthroughput import GPUMonitor
 from tfthroughput.hardware.sampler import SampleKey
-from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.dashboard import hardware_layout, layout_summary
 
 
 def _titles(category) -> list[str]:
@@ -60,9 +60,11 @@ def test_gpu_utilization_sm_activity_and_examples_lead_and_only_measured_metrics
     assert [category.title for category in layout.category] == [
         "tfthroughput: at a glance (per window, x: training step)",
         "tfthroughput: GPUs (mean and p95, per window, x: training step)",
+        "tfthroughput: GPU-Util against SM activity (per window, x: training step)",
         "tfthroughput: host (mean and p95, per window, x: training step)",
         "tfthroughput: throughput per epoch",
         "tfthroughput: GPUs (mean and p95, per epoch)",
+        "tfthroughput: GPU-Util against SM activity (per epoch)",
         "tfthroughput: host (mean and p95, per epoch)",
     ]
     glance = layout.category[0]
@@ -72,12 +74,12 @@ def test_gpu_utilization_sm_activity_and_examples_lead_and_only_measured_metrics
         r"^window/gpu\d+/sm_activity_percent/mean$",
         r"^window/examples_per_second$",
     ]
-    assert _titles(layout.category[4]) == [
+    assert _titles(layout.category[5]) == [
         "utilization_percent [%]",
         "power_watts [W]",
         "sm_activity_percent [%]",
     ]
-    assert layout.category[4].chart[0].multiline.tag[0] == (
+    assert layout.category[5].chart[0].multiline.tag[0] == (
         r"^gpu\d+/utilization_percent/(mean|p95)$"
     )
 
@@ -86,6 +88,46 @@ def test_charts_show_only_logged_statistics():
     layout = hardware_layout([SampleKey("gpu0", "utilization_percent")], statistics=("max",))
     assert layout.category[0].chart[0].multiline.tag[0] == r"^gpu\d+/utilization_percent/max$"
     assert layout.category[-1].title == "tfthroughput: GPUs (max, per epoch)"
+
+
+def test_the_activity_chart_shows_gpu_util_sm_activity_and_their_gap_for_every_gpu():
+    keys = [SampleKey("gpu0", "utilization_percent"), SampleKey("gpu3", "sm_activity_percent")]
+    for windows, prefix in ((False, ""), (True, "window/")):
+        layout = hardware_layout(keys, windows=windows)
+        activity = [c for c in layout.category if "against SM activity" in c.title]
+        assert len(activity) == (2 if windows else 1)  # per window and per epoch
+        (regex,) = activity[-1].chart[0].multiline.tag
+        for tag in (
+            "gpu0/utilization_percent/mean",
+            "gpu3/sm_activity_percent/mean",
+            "gpu12/busy_but_idle_percent",
+        ):
+            assert re.fullmatch(regex, tag), tag
+        for tag in ("gpu0/utilization_percent/p95", "gpu0/tensor_activity_percent/mean"):
+            assert not re.fullmatch(regex, tag), tag
+        assert re.fullmatch(
+            activity[0].chart[0].multiline.tag[0], f"{prefix}gpu1/busy_but_idle_percent"
+        )
+    without_sm = hardware_layout([SampleKey("gpu0", "utilization_percent")])
+    assert not [c for c in without_sm.category if "SM activity" in c.title]
+
+
+def test_energy_is_charted_as_the_total_it_is():
+    energy = SampleKey("gpu0", "energy_joules")
+    layout = hardware_layout([SampleKey("gpu0", "power_watts")], totals=[energy])
+    gpus = [c for c in layout.category if c.title.startswith("tfthroughput: GPUs")][0]
+    assert [chart.multiline.tag[0] for chart in gpus.chart] == [
+        r"^gpu\d+/power_watts/(mean|p95)$",
+        r"^gpu\d+/energy_joules$",
+    ]
+
+
+def test_the_layout_summary_is_the_one_the_custom_scalars_plugin_makes():
+    from tensorboard.plugins.custom_scalar import summary as custom_scalar_summary
+
+    layout = hardware_layout([SampleKey("gpu0", "utilization_percent")], windows=True)
+    made_with_tensorflow = custom_scalar_summary.pb(layout)
+    assert layout_summary(layout).SerializeToString() == made_with_tensorflow.SerializeToString()
 
 
 def _free_port() -> int:

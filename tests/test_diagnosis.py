@@ -10,16 +10,17 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fakes import FakeSource
 
-from tfthroughput import diagnose
-from tfthroughput.diagnosis.measure import _input_bound_fraction, _recommendations, _verdict
-from tfthroughput.diagnosis.report import (
-    BALANCED,
+import tfthroughput
+from tfthroughput import DeviceDescription, build_pipeline, diagnose, recommend_precision
+from tfthroughput.diagnosis.verdict import (
     COMPUTE_BOUND,
     INPUT_BOUND,
     LAUNCH_OVERHEAD_BOUND,
     DiagnosisThresholds,
 )
+from tfthroughput.hardware.utilization import gpu_utilization
 
 
 def _tiny_model(optimizer="adam") -> keras.Model:
@@ -84,10 +85,39 @@ def test_slow_input_pipeline_is_input_bound():
     # The pipeline alone is the limit: it cannot exceed 1 / 30 ms.
     assert report.input_batches_per_second < 1 / 0.03
     assert report.input_batches_per_second < report.compute_batches_per_second
+    # The pipeline's own stage is named: its per-batch map runs sequentially.
     actions = [rec.action for rec in report.recommendations]
-    assert actions[0].startswith("build_pipeline: parallel map")
-    assert any("cache" in action for action in actions)
-    assert f"{report.input_batches_per_second:,.1f} batches/s" in report.recommendations[0].reason
+    assert actions == [
+        "map(..., num_parallel_calls=tf.data.AUTOTUNE), or pass the function to build_pipeline "
+        "as batch_fn",
+        "build_pipeline: cache (in memory or to a file)",
+    ]
+    reason = report.recommendations[0].reason
+    assert reason.startswith("stage 3: map(slow) (MapDataset): this per-batch map runs one")
+    assert f"{report.input_batches_per_second:,.1f} batches/s" in reason
+
+
+def test_a_pipeline_that_already_parallelises_caches_and_prefetches_gets_its_slow_stage_named():
+    def slow_augment(x, y):
+        def sleep_then_return(x):
+            time.sleep(0.01)  # a slow per-example Python augmentation
+            return x
+
+        x = tf.py_function(sleep_then_return, [x], tf.float32)
+        x.set_shape([8])
+        return x, y
+
+    dataset = build_pipeline(_arrays(), cache=True, augment_fn=slow_augment, batch_size=8)
+    report = diagnose(_tiny_model(), dataset, steps=4, repeats=1)
+
+    assert report.verdict == INPUT_BOUND, str(report)
+    actions = [rec.action for rec in report.recommendations]
+    # Nothing the pipeline already does is recommended again...
+    assert not any("parallel map" in a or "cache" in a or "prefetch" in a for a in actions)
+    # ...and the stage the profiler found slowest is named: the augment map (stage 3, after
+    # from_tensor_slices and cache), which AUTOTUNE already runs in parallel.
+    assert actions == ["make stage 3 (ParallelMapV2) cheaper: it is the slowest stage"]
+    assert "AUTOTUNE runs it with parallelism=" in report.recommendations[0].reason
 
 
 def test_compute_heavy_model_on_in_memory_data_is_compute_bound():
@@ -109,12 +139,14 @@ def test_compute_heavy_model_on_in_memory_data_is_compute_bound():
     assert report.input_bound_fraction <= 0.15
     assert report.compute_step_seconds >= 0.002
     assert report.input_batches_per_second > report.compute_batches_per_second
+    # Mixed precision and XLA exactly as recommend_precision() advises on this machine (on a
+    # CPU: no XLA, and mixed_bfloat16 only with native bfloat16 instructions).
+    precision = tfthroughput.recommend_precision()
+    expected = (['mixed_precision("auto")'] if precision.policy != "float32" else []) + (
+        ["XLA: model.compile(..., jit_compile=True)"] if precision.xla else []
+    )
     actions = [rec.action for rec in report.recommendations]
-    assert actions == [
-        'mixed_precision("auto")',
-        "XLA: model.compile(..., jit_compile=True)",
-        "a larger batch: find_batch_size",
-    ]
+    assert actions == [*expected, "a larger batch: find_batch_size"]
 
 
 def test_model_and_optimizer_state_are_restored_exactly():
@@ -239,89 +271,71 @@ def test_probe_reading_is_checked(reading, error, match):
         diagnose(_tiny_model(), _tiny_dataset(), steps=1, repeats=1, utilization_probe=probe)
 
 
-# ------------------------------------------------------------------------- pure rules
-
-
-def test_input_bound_fraction_formula():
-    assert _input_bound_fraction(100.0, 25.0) == 0.75
-    assert _input_bound_fraction(100.0, 100.0) == 0.0
-    assert _input_bound_fraction(100.0, 120.0) == 0.0  # noise: fit faster than compute
-    assert _input_bound_fraction(float("inf"), 10.0) == 0.0
+# GPU-Util and SM activity of bf16 matmul loops on an H200: 64x64 (tiny kernels), 1024x1024,
+# 8192x8192.
+H200_ROWS = [(23.6, 0.5), (47.8, 27.5), (95.5, 92.5)]
 
 
 @pytest.mark.parametrize(
-    "fraction, step_seconds, verdict",
+    ("utilization", "sm_activity", "verdict"),
     [
-        (0.25, 0.010, INPUT_BOUND),
-        (0.90, 0.0001, INPUT_BOUND),  # input first, even for tiny steps
-        (0.24, 0.001, LAUNCH_OVERHEAD_BOUND),
-        (0.0, 0.0019, LAUNCH_OVERHEAD_BOUND),
-        (0.15, 0.002, COMPUTE_BOUND),
-        (0.0, 0.5, COMPUTE_BOUND),
-        (0.16, 0.010, BALANCED),
-        (0.2499, 0.010, BALANCED),
+        (*H200_ROWS[0], LAUNCH_OVERHEAD_BOUND),
+        (*H200_ROWS[1], COMPUTE_BOUND),
+        (*H200_ROWS[2], COMPUTE_BOUND),
     ],
 )
-def test_verdict_rules_with_default_thresholds(fraction, step_seconds, verdict):
-    assert _verdict(fraction, step_seconds, DiagnosisThresholds()) == verdict
+def test_sm_activity_far_below_gpu_util_is_launch_overhead(utilization, sm_activity, verdict):
+    # The tick clock makes every step 0.2 s: compute-bound by time alone. The default probe
+    # samples a fake GPU replaying one row of the table.
+    def probe():
+        reading = {"utilization_percent": utilization, "sm_activity_percent": sm_activity}
+        return gpu_utilization(0.05, sources=[FakeSource("gpu0", reading)])
 
-
-def test_thresholds_are_overridable():
-    strict = DiagnosisThresholds(
-        input_bound_fraction=0.5, compute_bound_fraction=0.3, launch_overhead_step_seconds=0.0
-    )
-    assert _verdict(0.4, 0.001, strict) == BALANCED
-    assert _verdict(0.3, 0.001, strict) == COMPUTE_BOUND
     report = diagnose(
-        _tiny_model(), _tiny_dataset(), steps=2, repeats=1, clock=TickClock(), thresholds=strict
+        _tiny_model(),
+        _tiny_dataset(),
+        steps=5,
+        repeats=2,
+        clock=TickClock(),
+        utilization_probe=probe,
+        precision=recommend_precision([DeviceDescription("GPU", "H200", (9, 0))]),
     )
-    assert report.thresholds is strict
+    assert report.compute_step_seconds == 0.2
+    assert report.gpu_utilization_percent == pytest.approx(utilization)
+    assert report.sm_activity_percent == pytest.approx(sm_activity)
+    assert report.verdict == verdict
+    actions = [r.action for r in report.recommendations]
+    if verdict == LAUNCH_OVERHEAD_BOUND:
+        assert actions == [
+            "a larger batch: find_batch_size",
+            "model.compile(..., steps_per_execution=N)",
+            "XLA: model.compile(..., jit_compile=True)",
+            "fewer, larger ops in the model",
+            'mixed_precision("auto")',
+        ]
+        evidence = "GPU-Util was 23.6% during fit but SM activity only 0.5%"
+        assert all(
+            evidence in r.reason for r in report.recommendations if "steps_per" not in r.action
+        )
+        assert f"SM activity {sm_activity:.1f}%" in str(report)
+    else:
+        assert "fewer, larger ops in the model" not in actions
 
 
-def _recs(**overrides):
-    arguments = dict(
-        verdict=COMPUTE_BOUND,
-        input_rate=1000.0,
-        compute_rate=50.0,
-        fit_rate=50.0,
-        fraction=0.0,
-        compute_dtype="float32",
-        jit_compiled=False,
-        gpu_utilization=None,
-        thresholds=DiagnosisThresholds(),
-    )
-    arguments.update(overrides)
-    return _recommendations(**arguments)
+def test_an_sm_activity_reading_is_checked():
+    class Reading:
+        def __call__(self):
+            return 50.0
 
+        def sm_activity(self):
+            return 150.0
 
-def test_recommendations_follow_the_measurements():
-    # Pipeline fast enough alone but fit slower: overlap (prefetch) is the fix.
-    recs = _recs(verdict=INPUT_BOUND, input_rate=80.0, fit_rate=20.0, fraction=0.6)
-    assert [r.action for r in recs] == [
-        "build_pipeline: prefetch(tf.data.AUTOTUNE) as the last stage"
-    ]
-    assert "delivers 80.0 batches/s, enough for the training step's 50.0" in recs[0].reason
-    # Already mixed precision and XLA: only the batch size remains.
-    recs = _recs(compute_dtype="bfloat16", jit_compiled=True)
-    assert [r.action for r in recs] == ["a larger batch: find_batch_size"]
-    # Low GPU utilization is quoted as the reason.
-    recs = _recs(compute_dtype="float16", jit_compiled=True, gpu_utilization=35.0)
-    assert "busy only 35% of the time" in recs[0].reason
-    # Tiny steps: larger batch, steps_per_execution, XLA.
-    recs = _recs(verdict=LAUNCH_OVERHEAD_BOUND, compute_rate=1000.0, fit_rate=1000.0)
-    assert [r.action for r in recs] == [
-        "a larger batch: find_batch_size",
-        "model.compile(..., steps_per_execution=N)",
-        "XLA: model.compile(..., jit_compile=True)",
-    ]
-    assert "takes 1.00 ms, under the 2.0 ms" in recs[0].reason
-    # Balanced: both the input and the compute advice.
-    recs = _recs(verdict=BALANCED, input_rate=40.0, fit_rate=40.0, fraction=0.2)
-    assert [r.action for r in recs][:2] == [
-        "build_pipeline: parallel map (num_parallel_calls=tf.data.AUTOTUNE)",
-        "build_pipeline: cache (in memory or to a file)",
-    ]
-    assert 'mixed_precision("auto")' in [r.action for r in recs]
+    @contextlib.contextmanager
+    def probe():
+        yield Reading()
+
+    with pytest.raises(ValueError, match=r"`utilization_probe`'s sm_activity\(\) must be between"):
+        diagnose(_tiny_model(), _tiny_dataset(), steps=1, repeats=1, utilization_probe=probe)
 
 
 # ------------------------------------------------------------------------------ guards
@@ -352,17 +366,18 @@ def test_argument_guards():
         diagnose(model, dataset, utilization_probe=50.0)
     with pytest.raises(TypeError, match="`clock` must be callable"):
         diagnose(model, dataset, clock=0.0)
+    with pytest.raises(TypeError, match="`precision` must be a PrecisionRecommendation"):
+        diagnose(model, dataset, precision="float32")
     with pytest.raises(ValueError, match="`dataset` yielded no batch"):
         diagnose(model, dataset.take(0))
     assert int(model.optimizer.iterations.numpy()) == 0
 
 
-def test_threshold_guards():
-    with pytest.raises(ValueError, match="`input_bound_fraction` must be between 0 and 1"):
-        DiagnosisThresholds(input_bound_fraction=1.5)
-    with pytest.raises(TypeError, match="`compute_bound_fraction` must be a number"):
-        DiagnosisThresholds(compute_bound_fraction="low")
-    with pytest.raises(ValueError, match="`compute_bound_fraction` must be below"):
-        DiagnosisThresholds(input_bound_fraction=0.2, compute_bound_fraction=0.2)
-    with pytest.raises(ValueError, match="`launch_overhead_step_seconds` must be a non-negative"):
-        DiagnosisThresholds(launch_overhead_step_seconds=-0.001)
+def test_thresholds_are_used_as_given():
+    strict = DiagnosisThresholds(
+        input_bound_fraction=0.5, compute_bound_fraction=0.3, launch_overhead_step_seconds=0.0
+    )
+    report = diagnose(
+        _tiny_model(), _tiny_dataset(), steps=2, repeats=1, clock=TickClock(), thresholds=strict
+    )
+    assert report.thresholds is strict

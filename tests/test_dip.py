@@ -11,10 +11,14 @@ import tensorflow as tf
 from events import event_files
 from fakes import FakeClock, FakeSource
 from fits import fit, tiny_model
+from readme import logged_tags_table
 
 from tfthroughput import DipTrigger, GPUMonitor, ProfileSteps
+from tfthroughput.demo import COMPARISON_TAG
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
+from tfthroughput.monitor.profiling import CAPTURE_TAG
+from tfthroughput.monitor.run_report import DIAGNOSIS_TAG
 from tfthroughput.monitor.windows import Window
 
 GPU_UTIL = SampleKey("gpu0", "utilization_percent")
@@ -144,6 +148,12 @@ def test_profile_steps_takes_only_a_dip_trigger():
     profile = ProfileSteps(on_dip=DipTrigger(GPUMonitor()))
     assert profile.steps is None  # no fixed window unless asked for
     assert ProfileSteps().steps == (10, 20)
+
+
+def test_the_readme_lists_the_text_tags():
+    table = {tag: unit for tag, unit, _ in logged_tags_table()}
+    for tag in (DIAGNOSIS_TAG, CAPTURE_TAG, COMPARISON_TAG):
+        assert table[f"`{tag}`"] == "text"
 
 
 def _text_entries(run_dir, tag: str) -> list[tuple[int, str]]:

@@ -45,6 +45,8 @@ emit({
 
 _GPU_KEYS = sorted(
     [
+        "energy_joules",
+        "memory_reserved_gib",
         "memory_used_gib",
         "memory_used_percent",
         "memory_utilization_percent",
@@ -206,7 +208,7 @@ def report():
     gpus = find_gpus()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        cli._info()
+        cli.main(["info"])
     info = [line for line in printed.getvalue().splitlines() if "NVML" in line or "gpu" in line]
     discovery = discover_sources(["utilization_percent"])
     with gpu_utilization(0.05) as mean_utilization:

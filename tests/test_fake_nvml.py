@@ -69,8 +69,9 @@ def _expected_device(i: int) -> dict:
         "index_by_uuid": i,
         "name": f"Fake GPU {i}",
         "util": [40 + i, 20 + i],
-        "mem": [80 * GIB, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB],
-        "mem_v2": [80 * GIB, 0, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB],
+        # v1 counts the driver's 512 MiB reserve as used; v2 reports it apart
+        "mem": [80 * GIB, (1 + i) * GIB + GIB // 2, 80 * GIB - (1 + i) * GIB - GIB // 2],
+        "mem_v2": [80 * GIB, GIB // 2, (1 + i) * GIB, 80 * GIB - (1 + i) * GIB - GIB // 2],
         "power_mw": 150000 + 1000 * i,
         "temp_c": 50 + i,
         "clocks": [1500 + i, 1500 + i, 2600 + i, 1300 + i],
@@ -191,7 +192,7 @@ def test_unsupported_list_matches_whole_names(fake_nvml_dir):
         env={"FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetMemoryInfo_v2,nvmlDeviceGetClockInfo"},
     )
     unsupported = "NVMLError_NotSupported"
-    assert out == {"mem": GIB, "mem_v2": unsupported, "clock": unsupported}
+    assert out == {"mem": GIB + GIB // 2, "mem_v2": unsupported, "clock": unsupported}
 
 
 def test_lost_gpu_after_n_utilization_calls(fake_nvml_dir):
@@ -403,3 +404,215 @@ def test_reset_forgets_counters_and_open_inits(fake_nvml_dir):
         fake_nvml_dir,
     )
     assert out == [[1, 1], [0, 0, "uninitialized"]]
+
+
+def test_scripted_errors_per_function(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(1)
+        out = {}
+        for name, call in [
+            ("mem", lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used),
+            ("mem_v2", lambda: pynvml.nvmlDeviceGetMemoryInfo(h, pynvml.nvmlMemory_v2).used),
+            ("power", lambda: pynvml.nvmlDeviceGetPowerUsage(h)),
+            ("temp", lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)),
+        ]:
+            try:
+                out[name] = call()
+            except pynvml.NVMLError as e:
+                out[name] = type(e).__name__
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_ERRORS": "nvmlDeviceGetMemoryInfo_v2=25,nvmlDeviceGetPowerUsage=13",
+            "FAKE_NVML_UNSUPPORTED": "nvmlDeviceGetPowerUsage",  # checked first
+        },
+    )
+    assert out == {
+        "mem": 2 * GIB + GIB // 2,
+        "mem_v2": "NVMLError_ArgumentVersionMismatch",
+        "power": "NVMLError_NotSupported",
+        "temp": 51,
+    }
+
+
+def test_sample_buffers_as_scripted(fake_nvml_dir):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import time
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        lib = pynvml.nvmlLib
+        lib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = lib.fakeNvmlSamplesOrigin()
+        time.sleep(0.35)  # samples 0 and 1 (period 0.2 s) exist; capacity 4
+        size = ctypes.c_uint(0)
+        kind = ctypes.c_uint(0)
+        ret = lib.nvmlDeviceGetSamples(h, 1, ctypes.c_ulonglong(0), ctypes.byref(kind),
+                                       ctypes.byref(size), None)
+        out = {"size_query": [ret, size.value]}
+        kind, samples = pynvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+        out["all"] = [kind] + [[s.timeStamp - origin, s.sampleValue.uiVal] for s in samples]
+        _, newer = pynvml.nvmlDeviceGetSamples(h, 1, origin)  # newer than sample 0
+        out["newer"] = [[s.timeStamp - origin, s.sampleValue.uiVal] for s in newer]
+        for name, kind in [("none_new", 1), ("power", 0), ("memory", 2)]:
+            try:
+                pynvml.nvmlDeviceGetSamples(h, kind, origin + 200000)
+            except pynvml.NVMLError as e:
+                out[name] = type(e).__name__
+        out["point"] = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
+        out["util_reads"] = lib.fakeNvmlUtilizationCallCount(0)
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_GPU": "7,9",
+            "FAKE_NVML_SAMPLES_MEMORY": "5",
+            "FAKE_NVML_SAMPLES_CAPACITY": "4",
+            "FAKE_NVML_UTILIZATION_GPU": "3",
+        },
+    )
+    assert out == {
+        "size_query": [0, 4],  # "how many can be queried": the capacity
+        "all": [1, [0, 7], [200000, 9]],  # NVML_VALUE_TYPE_UNSIGNED_INT, oldest first
+        "newer": [[200000, 9]],
+        "none_new": "NVMLError_NotFound",
+        "power": "NVMLError_NotSupported",  # no script: no buffer
+        "memory": "NVMLError_NotFound",
+        "point": 3,
+        "util_reads": 5,  # four GPU-Util buffer calls (counted at their size query) + the point
+    }
+
+
+def test_sample_buffer_is_bounded(fake_nvml_dir):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import time
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(1)
+        pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()
+        time.sleep(0.25)  # samples 0..4 at 50 ms; the buffer keeps the newest 3
+        _, samples = pynvml.nvmlDeviceGetSamples(h, 0, 0)
+        print(json.dumps([(s.timeStamp - origin) // 50000 for s in samples]))
+        """,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_POWER": "1",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "50",
+            "FAKE_NVML_SAMPLES_CAPACITY": "3",
+        },
+    )
+    assert out in ([2, 3, 4], [3, 4, 5])  # a sixth sample may have come by the call
+
+
+_ENERGY = """
+import json
+import time
+import pynvml
+
+pynvml.nvmlInit()
+handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2)]
+first = [pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in handles]
+time.sleep(0.2)
+more = [[pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for _ in range(3)] for h in handles]
+print(json.dumps({"first": first, "more": more}))
+"""
+
+
+def test_energy_counter_runs_at_the_fake_power_by_default(fake_nvml_dir):
+    out = _run_json(_ENERGY, fake_nvml_dir)
+    for i in range(2):
+        assert 1_000_000_000 <= out["first"][i] < 1_000_000_000 + (150 + i) * 100  # < 0.1 s in
+        gained = out["more"][i][0] - out["first"][i]
+        assert (150 + i) * 200 <= gained <= (150 + i) * 400  # mJ over the 0.2 s sleep
+
+
+def test_energy_counter_scripted_per_device(fake_nvml_dir):
+    out = _run_json(_ENERGY, fake_nvml_dir, env={"FAKE_NVML_ENERGY": "5000,9000,2000"})
+    assert out == {"first": [5000, 5000], "more": [[9000, 2000, 2000]] * 2}
+
+
+def test_mig_devices_and_process_lists(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import os
+        import pynvml
+
+        def attempt(call):
+            try:
+                return call()
+            except pynvml.NVMLError as e:
+                return type(e).__name__
+
+        pynvml.nvmlInit()
+        gpu0, gpu1 = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        out = {
+            "mode": [attempt(lambda: pynvml.nvmlDeviceGetMigMode(h)) for h in (gpu0, gpu1)],
+            "slots": attempt(lambda: pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu0)),
+            "slot 1": attempt(lambda: pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu0, 1)),
+        }
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu0, 0)
+        mem = pynvml.nvmlDeviceGetMemoryInfo(mig, version=pynvml.nvmlMemory_v2)
+        out["mig"] = [
+            pynvml.nvmlDeviceGetUUID(mig),
+            pynvml.nvmlDeviceGetName(mig),
+            [mem.total, mem.reserved, mem.used],
+            attempt(lambda: pynvml.nvmlDeviceGetUtilizationRates(mig)),
+        ]
+        out["processes"] = [
+            [[p.pid == os.getpid() or p.pid, p.usedGpuMemory] for p in
+             pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+            for h in (gpu0, gpu1, mig)
+        ]
+        print(json.dumps(out))
+        """,
+        fake_nvml_dir,
+        env={"FAKE_NVML_MIG": "0:1", "FAKE_NVML_PROCESSES": "self:1024,77:10"},
+    )
+    mib = 1024**2
+    assert out == {
+        "mode": [[1, 1], "NVMLError_NotSupported"],
+        "slots": 7,
+        "slot 1": "NVMLError_NotFound",
+        "mig": [
+            "MIG-00000000-0000-0000-0000-000000000000",
+            "Fake GPU 0 MIG 0",
+            [10 * GIB, 0, 256 * mib],
+            "NVMLError_NotSupported",
+        ],
+        "processes": [
+            [[True, 1024 * mib], [77, 10 * mib]],
+            [[True, 1280 * mib], [77, 266 * mib]],  # device 1: 256 MiB more each
+            [[True, 1024 * mib], [77, 10 * mib]],  # MIG device 0: 64 * 0 more
+        ],
+    }
+
+
+def test_no_processes_listed_by_default(fake_nvml_dir):
+    out = _run_json(
+        """
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        print(json.dumps(pynvml.nvmlDeviceGetComputeRunningProcesses(h)))
+        """,
+        fake_nvml_dir,
+    )
+    assert out == []

@@ -118,6 +118,38 @@ def test_arguments_are_validated():
         _run(FakeConfig(2), memory_growth="yes")
 
 
+# Each mistake, with the error it must raise on any machine, GPUs or not.
+BAD_ARGUMENTS = [
+    ({"memory_limit_mb": -5}, ValueError, "Received: memory_limit_mb=-5"),
+    ({"memory_limit_mb": 0}, ValueError, "Received: memory_limit_mb=0"),
+    ({"memory_limit_mb": {0: -1}}, ValueError, r"Received: memory_limit_mb=\{0: -1\}"),
+    ({"memory_limit_mb": "1024"}, TypeError, "Received: memory_limit_mb='1024'"),
+    ({"memory_limit_mb": 1.5}, TypeError, r"Received: memory_limit_mb=1\.5"),
+    ({"memory_limit_mb": True}, TypeError, "Received: memory_limit_mb=True"),
+    ({"memory_limit_mb": {0: "512"}}, TypeError, "Received: memory_limit_mb="),
+    ({"memory_limit_mb": {"0": 512}}, TypeError, "must use int GPU indices"),
+    ({"memory_limit_mb": {-1: 512}}, ValueError, "indices of 0 or more"),
+    ({"visible": [-1]}, ValueError, r"indices of 0 or more\. Received: visible=\[-1\]"),
+    ({"visible": [0.0]}, TypeError, r"Received: visible=\[0\.0\]"),
+    ({"visible": [True]}, TypeError, "must use int GPU indices"),
+    ({"visible": 0}, TypeError, "Received: visible=0"),
+    ({"memory_growth": 1}, TypeError, "Received: memory_growth=1"),
+]
+
+
+@pytest.mark.parametrize("num_gpus", [0, 2])
+@pytest.mark.parametrize(("kwargs", "error", "match"), BAD_ARGUMENTS)
+def test_mistakes_fail_with_or_without_gpus(num_gpus, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _run(FakeConfig(num_gpus), **kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), BAD_ARGUMENTS)
+def test_mistakes_fail_on_this_machine(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        configure_gpus(**kwargs)
+
+
 def test_already_initialised_error_is_translated():
     config = FakeConfig(1, error=RuntimeError(_INITIALISED))
     with pytest.raises(GPUsAlreadyInitializedError, match="restart the kernel") as info:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+from readme import backend_table
 
 import tfthroughput
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED_PUBLIC_NAMES = [
     "BatchSizeSearch",
     "BatchSizeTrial",
+    "DataService",
+    "DataServiceUnavailable",
     "DatasetBenchmark",
     "DeviceDescription",
     "DiagnosisReport",
@@ -20,15 +30,19 @@ EXPECTED_PUBLIC_NAMES = [
     "GPUsAlreadyInitializedError",
     "HostSource",
     "JitChange",
+    "LocalDataService",
     "MetricStats",
     "MonitoringWarning",
     "PipelineDescription",
+    "PipelineLint",
+    "PipelineMeasurement",
     "PipelineStage",
     "PolicyChange",
     "PrecisionRecommendation",
     "ProfileSteps",
     "Recommendation",
     "Sampler",
+    "StageMeasurement",
     "XlaCompilationError",
     "benchmark_dataset",
     "build_pipeline",
@@ -40,7 +54,9 @@ EXPECTED_PUBLIC_NAMES = [
     "diagnose",
     "find_batch_size",
     "jit_compile",
+    "lint_pipeline",
     "loss_scale_optimizer",
+    "measure_pipeline",
     "mixed_precision",
     "recommend_precision",
     "with_gradient_accumulation",
@@ -75,3 +91,135 @@ def test_import_touches_neither_tensorflow_nor_nvml():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+def _readme_backend_rows() -> dict[str, set[str]]:
+    """The README's backend table, as written: names (and calls such as
+    ``recommend_precision()``) that work without TensorFlow, that import but need it when
+    called, and that need it to import."""
+    kinds = {"works": set(), "when called": set(), "import": set()}
+    for names, without_tensorflow in backend_table():
+        if without_tensorflow.startswith("yes"):
+            kind = "works"
+        elif without_tensorflow.startswith("import;"):
+            kind = "when called"
+        else:
+            assert without_tensorflow == "`ImportError`", without_tensorflow
+            kind = "import"
+        kinds[kind].update(name for name in names if re.fullmatch(r"[a-zA-Z_]\w*(\(.*\))?", name))
+    return kinds
+
+
+def _public(names: set[str]) -> set[str]:
+    return {name.partition("(")[0] for name in names} - {"True", "False"}
+
+
+# Under Keras's JAX backend with TensorFlow impossible to import: resolves every public name,
+# uses those that need no TensorFlow, and calls those that need it.
+_WITHOUT_TENSORFLOW = """
+import without_tensorflow  # noqa: F401
+import json
+import sys
+import tempfile
+
+import keras
+import tfthroughput as tt
+
+resolved, refused = [], {}
+for name in tt.__all__:
+    try:
+        getattr(tt, name)
+        resolved.append(name)
+    except ImportError as error:
+        refused[name] = str(error)
+
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+with tt.mixed_precision("mixed_bfloat16") as change:
+    inside = keras.config.dtype_policy().name
+h200 = tt.DeviceDescription("GPU", "H200", (9, 0))
+report = tt.DiagnosisReport(
+    batch_size=8, steps=2, repeats=1, input_batches_per_second=1.0,
+    compute_batches_per_second=2.0, fit_batches_per_second=1.0, input_bound_fraction=0.5,
+    verdict="input-bound", recommendations=(), gpu_utilization_percent=23.6,
+    sm_activity_percent=0.5,
+)
+works = {
+    "mixed_precision": [inside, keras.config.dtype_policy().name],
+    "check_mixed_precision_outputs": list(tt.check_mixed_precision_outputs(model)),
+    "loss_scale_optimizer": type(
+        tt.loss_scale_optimizer(keras.optimizers.SGD(), policy="mixed_float16")
+    ).__name__,
+    "with_gradient_accumulation": tt.with_gradient_accumulation(
+        keras.optimizers.SGD(), 2
+    ).gradient_accumulation_steps,
+    "xla_compile_kwargs": tt.xla_compile_kwargs(False),
+    "recommend_precision": tt.recommend_precision(devices=[h200]).policy,
+    "DiagnosisReport": "SM activity 0.5%" in str(report),
+}
+calls = {
+    "configure_gpus": lambda: tt.configure_gpus(),
+    "describe_devices": lambda: tt.describe_devices(),
+    "xla_auto_clustering": lambda: tt.xla_auto_clustering(True),
+    "jit_compile": lambda: tt.jit_compile(lambda x: x),
+    "LocalDataService": lambda: tt.LocalDataService(),
+    "recommend_precision()": lambda: tt.recommend_precision(),
+    'mixed_precision("auto")': lambda: tt.mixed_precision("auto"),
+    'xla_compile_kwargs("auto")': lambda: tt.xla_compile_kwargs("auto"),
+    "DiagnosisReport.write_to_tensorboard": lambda: report.write_to_tensorboard(tempfile.mkdtemp()),
+}
+called = {}
+for name, call in calls.items():
+    try:
+        call()
+        called[name] = None
+    except ImportError as error:
+        called[name] = str(error)
+print(json.dumps({
+    "backend": keras.config.backend(),
+    "tensorflow": "tensorflow" in sys.modules,
+    "resolved": resolved,
+    "refused": refused,
+    "works": works,
+    "called": called,
+}))
+"""
+
+
+def test_without_tensorflow_the_readme_backend_table_holds():
+    kinds = _readme_backend_rows()
+    works, when_called, needs_it = (_public(kinds[k]) for k in ("works", "when called", "import"))
+    assert works | when_called | needs_it == set(tfthroughput.__all__)
+    assert not needs_it & (works | when_called)
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": path},
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (out["backend"], out["tensorflow"]) == ("jax", False)
+    assert set(out["resolved"]) == works | when_called
+    assert set(out["refused"]) == needs_it
+    for name, message in out["refused"].items():
+        assert message.startswith(
+            f"`tfthroughput.{name}` needs TensorFlow, which is not installed: pip install "
+            '"tfthroughput[tensorflow]".'
+        ), message
+    assert out["works"] == {
+        "mixed_precision": ["mixed_bfloat16", "float32"],  # scoped, then restored
+        "check_mixed_precision_outputs": [],
+        "loss_scale_optimizer": "LossScaleOptimizer",
+        "with_gradient_accumulation": 2,
+        "xla_compile_kwargs": {"jit_compile": False},
+        "recommend_precision": "mixed_bfloat16",
+        "DiagnosisReport": True,
+    }
+    # Every call the README says needs TensorFlow was made, and each said so.
+    assert set(out["called"]) == kinds["when called"] | {"DiagnosisReport.write_to_tensorboard"}
+    for call, message in out["called"].items():
+        assert message is not None, f"{call} ran without TensorFlow"
+        assert "needs TensorFlow, which is not installed" in message, message

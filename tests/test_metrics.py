@@ -22,9 +22,13 @@ def test_every_metric_has_a_unique_name_and_a_unit():
 
 def test_the_readme_tag_table_is_the_metric_catalogue():
     per_metric = {"gpu": [], "host": []}
+    catalogue = {metric.name for metric in GPU_METRICS + HOST_METRICS}
     for tag, unit, meaning in logged_tags_table():
-        match = re.fullmatch(r"`(gpu<i>|host)/(\w+)/<stat>`", tag)
-        if match:
+        # A sampled metric is logged as statistics; an accumulated one (energy) as one total.
+        match = re.fullmatch(r"`(gpu<i>|host)/(\w+)/<stat>`", tag) or re.fullmatch(
+            r"`(gpu<i>|host)/(\w+)`", tag
+        )
+        if match and (tag.endswith("/<stat>`") or match[2] in catalogue):
             assert meaning, tag
             scope = "gpu" if match[1] == "gpu<i>" else "host"
             per_metric[scope].append((match[2], unit))

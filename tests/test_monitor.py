@@ -4,8 +4,10 @@ import csv
 import os
 
 import keras
+import numpy as np
 import pytest
 from events import event_files, read_scalars
+from fakes import FakeSource
 from fits import (
     BATCH_SIZE,
     STEPS_PER_EPOCH,
@@ -56,6 +58,7 @@ def test_a_resumed_run_lines_up_by_epoch(tmp_path):
     assert "epoch/examples_per_second" not in scalars  # no batch_size given
 
 
+@pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary
 def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
     dial = EpochDial()
     monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
@@ -69,6 +72,7 @@ def test_shares_a_log_dir_with_keras_tensorboard(tmp_path):
     ]
 
 
+@pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary
 def test_keras_batch_level_tensorboard_does_not_swallow_the_monitors_writes(tmp_path):
     # TensorBoard(update_freq=3) keeps "record only when Keras's batch is a multiple of 3"
     # switched on for the whole fit; the monitor's epoch ends (steps 4, 8) are not.
@@ -87,6 +91,7 @@ def read_csv(path) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
+@pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary
 def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(tmp_path):
     dial = EpochDial()
     monitor = GPUMonitor(
@@ -152,6 +157,29 @@ def test_statistics_selects_what_is_logged(tmp_path):
     assert not any(tag.endswith(("/mean", "/min", "/max")) for tag in tags)
 
 
+def test_gpu_util_against_sm_activity_is_logged_and_overstatement_warned_once(tmp_path):
+    # The H200 rows (GPU-Util %, SM activity %), large kernels first, tiny ones last.
+    rows = [(95.5, 92.5), (47.8, 27.5), (23.6, 0.5), (23.6, 0.5)]
+    dial = EpochDial()
+
+    def sources():
+        reading = lambda _: dict(  # noqa: E731
+            zip(("utilization_percent", "sm_activity_percent"), rows[dial.epoch], strict=True)
+        )
+        return [FakeSource("gpu0", reading)]
+
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=sources)
+    with pytest.warns(MonitoringWarning, match="GPU-Util overstates") as caught:
+        fit(tiny_model(), [dial, monitor], epochs=len(rows))
+    overstated = [w for w in caught if "overstates" in str(w.message)]
+    assert len(overstated) == 1  # once per fit, at the first epoch that shows it
+    assert "GPU-Util 23.6 % but SM activity 0.5 % in epoch 2" in str(overstated[0].message)
+    scalars = read_scalars(tmp_path / "hardware")
+    as_logged = [(epoch, float(np.float32(util - sm))) for epoch, (util, sm) in enumerate(rows)]
+    assert scalars["gpu0/busy_but_idle_percent"] == as_logged
+    assert scalars["gpu0/sm_activity_percent/mean"][2] == (2, float(np.float32(0.5)))
+
+
 def test_a_reused_callback_reports_only_the_second_run(tmp_path):
     dial = EpochDial()
     offset = {"value": 0.0}
@@ -209,7 +237,7 @@ def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
 
 def test_a_writer_fault_is_reported_not_raised(tmp_path):
     class BrokenWriter:
-        def as_default(self):
+        def write(self, data):
             raise OSError("disk full")
 
         def flush(self):
@@ -223,7 +251,7 @@ def test_a_writer_fault_is_reported_not_raised(tmp_path):
 
     class BreakWriter(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
-            monitor._training.writer._writer = BrokenWriter()  # the tf.summary writer inside
+            monitor._training.writer._writer = BrokenWriter()  # the record writer inside
 
     with pytest.warns(MonitoringWarning, match="disk full"):
         history = fit(tiny_model(), [dial, BreakWriter(), monitor])

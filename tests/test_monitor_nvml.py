@@ -6,6 +6,7 @@ Two child processes only: each imports TensorFlow (seconds).
 
 from __future__ import annotations
 
+import pytest
 from events import read_scalars
 from fake_nvml import run_json_with_fake_nvml
 
@@ -24,7 +25,7 @@ model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 epochs = int(os.environ["EPOCHS"])
 monitor = GPUMonitor(
-    os.environ["LOG_DIR"], interval=float(os.environ["INTERVAL"]), update_logs=True
+    os.environ["LOG_DIR"], interval=float(os.environ["INTERVAL"]), update_logs=True, batch_size=8
 )
 history = model.fit(x, y, batch_size=8, epochs=epochs, callbacks=[monitor], verbose=0)
 # The callback is reused: NVML must not be initialised again.
@@ -55,6 +56,7 @@ def _gpu_expected(i: int) -> dict[str, float]:
         "memory_utilization_percent": 20.0 + i,
         "memory_used_gib": 1.0 + i,
         "memory_used_percent": 1.25 * (1 + i),  # (1 + i) GiB of 80 GiB
+        "memory_reserved_gib": 0.5,
         "power_watts": 150.0 + i,
         "temperature_celsius": 50.0 + i,
         "sm_clock_mhz": 1500.0 + i,
@@ -85,7 +87,21 @@ def test_fit_logs_exact_per_device_values(fake_nvml_dir, tmp_path):
         for metric in _gpu_expected(i)
         for statistic in ("mean", "min", "max", "p95")
     } | {"gpu0/samples", "gpu1/samples"}
-    assert gpu_tags == expected_tags  # no GPM tags: the fake's GPUs do not support it
+    energy_tags = {f"gpu{i}/energy_joules{end}" for i in range(2) for end in ("", "/from_counter")}
+    assert gpu_tags == expected_tags | energy_tags  # no GPM tags: the fakes do not support it
+    # The fake's energy counter runs at (150 + i) W: an epoch's energy is that power times the
+    # time from the window's start to the reading that ends it; epoch/seconds also holds part
+    # of the hooks' own time around them (milliseconds; tens on a loaded machine).
+    for step in steps:
+        seconds = scalars["epoch/seconds"][step]
+        for i in range(2):
+            joules = scalars[f"gpu{i}/energy_joules"][step]
+            assert (150 + i) * (seconds - 0.1) < joules <= (150 + i) * seconds, (step, i)
+            assert scalars[f"gpu{i}/energy_joules/from_counter"][step] == 1.0
+        examples = scalars["epoch/examples_per_second"][step] * seconds
+        both = scalars["gpu0/energy_joules"][step] + scalars["gpu1/energy_joules"][step]
+        assert scalars["epoch/joules_per_example"][step] == pytest.approx(both / examples)
+    assert len(out["history"]["gpu0_energy_joules"]) == 2
     # every sample reads every source
     for step in steps:
         samples = {scalars[f"{name}/samples"][step] for name in ("gpu0", "gpu1", "host")}
@@ -127,3 +143,106 @@ def test_gpu_lost_during_fit_stops_its_tags_only(fake_nvml_dir, tmp_path):
     assert scalars["gpu1/power_watts/mean"] == {0: 151.0, 1: 151.0}
     assert out["history"]["gpu1_utilization_percent"] == [41.0, 41.0]
     assert out["history"]["gpu0_utilization_percent"] == [40.0, 40.0, 40.0]
+
+
+# GPUMonitor at its default 1 s interval on a GPU whose GPU-Util buffer holds 100, 0, 0, 0, 0
+# repeating every 200 ms while the point query says 0 (a 20 %-busy GPU that 1 s polling in step
+# with it would call idle). Callbacks before and after the monitor record when its epoch hooks
+# ran, on the wall clock of the fake's timestamps.
+_ALIASING_FIT = """
+import ctypes
+import os
+import time
+import numpy as np
+import keras
+import pynvml
+from tfthroughput.monitor.callback import GPUMonitor
+
+class Stamp(keras.callbacks.Callback):
+    def __init__(self, times):
+        super().__init__()
+        self.times = times
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.times.setdefault(epoch, []).append(time.time())
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.times[epoch].append(time.time())
+
+class SlowSteps(keras.callbacks.Callback):  # epochs of ~1.5 s: a few buffer samples each
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(0.25)
+
+before, after = {}, {}
+x = np.ones((12, 4), "float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+monitor = GPUMonitor(os.environ["LOG_DIR"], metrics=["utilization_percent"], update_logs=True)
+history = model.fit(
+    x, x[:, :1], batch_size=2, epochs=3, verbose=0,
+    callbacks=[Stamp(before), monitor, Stamp(after), SlowSteps()],
+)
+pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+emit({
+    "origin": pynvml.nvmlLib.fakeNvmlSamplesOrigin() / 1e6,
+    # per epoch: [before begin, after begin, before end, after end]
+    "hooks": [[before[e][0], after[e][0], before[e][1], after[e][1]] for e in range(3)],
+    "history": history.history["gpu0_utilization_percent"],
+    "warned": warned(),
+})
+"""
+
+
+def _possible_windows(origin, hooks, script, period=0.2):
+    """(count, mean) of every set of buffer samples the epoch's window may hold.
+
+    Samples between the hooks' stamps around the monitor's cut may fall either side of it; the
+    others are certainly in (or out of) the window.
+    """
+    begin_low, begin_high, end_low, end_high = (t - origin for t in hooks)
+    sure = [k for k in range(int(end_high / period) + 2) if begin_high < k * period < end_low]
+    unsure = [
+        k
+        for k in range(int(end_high / period) + 2)
+        if begin_low <= k * period <= begin_high or end_low <= k * period <= end_high
+    ]
+    options = set()
+    for mask in range(2 ** len(unsure)):
+        ks = sure + [k for bit, k in enumerate(unsure) if mask >> bit & 1]
+        values = [script[k % len(script)] for k in ks]
+        if values:
+            options.add((len(values), sum(values) / len(values)))
+    return options
+
+
+def test_default_interval_reports_the_buffers_mean_where_polling_would_alias(
+    fake_nvml_dir, tmp_path
+):
+    script = [100.0, 0.0, 0.0, 0.0, 0.0]
+    out = run_json_with_fake_nvml(
+        _ALIASING_FIT,
+        fake_nvml_dir,
+        env={
+            "LOG_DIR": str(tmp_path),
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "FAKE_NVML_SAMPLES_GPU": "100,0,0,0,0",
+            "FAKE_NVML_UTILIZATION_GPU": "0",
+        },
+        timeout=180,
+    )
+    assert out["warned"] == []
+    scalars = _read_scalars(str(tmp_path / "hardware"))
+    for epoch, hooks in enumerate(out["hooks"]):
+        logged = (
+            scalars["gpu0/utilization_percent/samples"][epoch],
+            scalars["gpu0/utilization_percent/mean"][epoch],
+        )
+        options = _possible_windows(out["origin"], hooks, script)
+        assert any(
+            logged[0] == count and abs(logged[1] - mean) < 1e-4 for count, mean in options
+        ), (epoch, logged, options)
+        assert logged[0] >= 6  # ~1.5 s of 200 ms samples, at one read per second
+        assert out["history"][epoch] == pytest.approx(logged[1], abs=1e-4)
+        # the epoch holds a 100 sample, which the point reading (0) never shows
+        assert scalars["gpu0/utilization_percent/max"][epoch] == 100.0
+    assert "gpu0/samples" not in scalars  # only a buffered metric: its count is the tag

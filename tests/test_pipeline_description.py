@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfthroughput.data._rewrites import schedulable_cores
 from tfthroughput.data.description import (
     PipelineDescription,
     PipelineStage,
@@ -74,7 +76,11 @@ def test_full_pipeline_is_described_stage_by_stage():
     assert text.splitlines()[0] == "source: in-memory data (12 examples)"
     assert " 8. prefetch(buffer_size=AUTOTUNE)" in text.splitlines()
     assert "options: deterministic=False, autotune.enabled=True" in text
-    assert "AUTOTUNE values are chosen by tf.data while the pipeline runs" in text
+    assert "Retuned while the pipeline runs: num_parallel_calls=AUTOTUNE" in text
+    assert "Fixed when the dataset was made" not in text  # no interleave here
+    assert text.splitlines()[-1] == (
+        "describe_pipeline(dataset, measure=N) reports what AUTOTUNE chose."
+    )
 
 
 def test_file_sources_are_described(tmp_path):
@@ -96,6 +102,34 @@ def test_file_sources_are_described(tmp_path):
     # Without a cache the file order is reshuffled each epoch too.
     assert shuffled.transformations == ("shuffle", "interleave", "shuffle", "prefetch")
     assert "cycle_length=AUTOTUNE" in str(shuffled.stages[1])
+
+
+def test_interleave_cycle_length_is_stated_as_fixed_at_build_time(tmp_path):
+    paths = []
+    for i in range(3):
+        path = str(tmp_path / f"part{i}.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            writer.write(b"record")
+        paths.append(path)
+    cycle = math.ceil(schedulable_cores() / 3)  # what TensorFlow fixes AUTOTUNE to
+    description = describe_pipeline(build_pipeline(paths, batch_size=None, deterministic=True))
+    interleave = description.stages[0]
+    assert str(interleave) == (
+        f"interleave(TFRecordDataset, cycle_length=AUTOTUNE (fixed at {cycle}), "
+        "num_parallel_calls=AUTOTUNE, deterministic=True)"
+    )
+    files = "one file at a time" if cycle == 1 else f"{cycle} files at once"
+    assert interleave.reason.startswith(
+        f"reads {files}: cycle_length=AUTOTUNE was fixed to ceil(cores / 3) = {cycle} when "
+        "the dataset was made"
+    )
+    assert "the record order depends on the core count" in interleave.reason
+    text = str(description)
+    assert "Fixed when the dataset was made: an interleave's cycle length" in text
+    assert "reads several files at once" not in text
+    # An explicit parallel_reads is what it says.
+    explicit = describe_pipeline(build_pipeline(paths, batch_size=None, parallel_reads=3))
+    assert "cycle_length=3," in str(explicit.stages[0])
 
 
 def test_minimal_pipeline_and_deterministic_option():

@@ -161,7 +161,9 @@ def test_an_unwritable_log_dir_fails_before_training(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     model = _model()
-    with pytest.raises(ValueError, match="`log_dir` is not writable"):
+    with pytest.raises(
+        ValueError, match="`log_dir` must be a folder this process can create and write to"
+    ):
         _fit(model, _dataset(2), ProfileSteps(blocker / "logs", steps=(1, 1)))
     assert int(model.optimizer.iterations.numpy()) == 0
 
@@ -185,6 +187,14 @@ def test_bad_arguments_name_the_argument_and_value(kwargs, error, message):
     with pytest.raises(error) as raised:
         ProfileSteps(**kwargs)
     assert message in str(raised.value)
+
+
+def test_another_keras_backend_is_refused_at_construction(monkeypatch):
+    # TensorFlow installed but Keras on JAX: TensorFlow's profiler would see none of the steps.
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    with pytest.raises(ValueError, match="sees only Keras's TensorFlow backend") as raised:
+        ProfileSteps("logs", steps=(1, 2))
+    assert "Received: keras.config.backend()='jax'" in str(raised.value)
 
 
 def test_missing_profile_plugin_is_a_clear_import_error_at_construction():

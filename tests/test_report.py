@@ -8,16 +8,11 @@ import os
 import pytest
 import tensorflow as tf
 
-from tfthroughput.diagnosis.report import (
-    INPUT_BOUND,
-    TENSORBOARD_TAGS,
-    DiagnosisReport,
-    DiagnosisThresholds,
-    Recommendation,
-)
+from tfthroughput.diagnosis.report import TENSORBOARD_TAGS, DiagnosisReport
+from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds, Recommendation
 
 
-def _report(gpu=None) -> DiagnosisReport:
+def _report(gpu=None, sm=None) -> DiagnosisReport:
     return DiagnosisReport(
         batch_size=32,
         steps=20,
@@ -31,6 +26,7 @@ def _report(gpu=None) -> DiagnosisReport:
             Recommendation("build_pipeline: parallel map", "the pipeline is 4.0x too slow."),
         ),
         gpu_utilization_percent=gpu,
+        sm_activity_percent=sm,
     )
 
 
@@ -82,6 +78,12 @@ def test_markdown():
     assert markdown.endswith("1. `build_pipeline: parallel map`: the pipeline is 4.0x too slow.")
 
 
+def test_sm_activity_is_shown_beside_gpu_util_where_measured():
+    assert "GPU utilization: 24% during (c), SM activity 0.5%" in str(_report(gpu=23.6, sm=0.5))
+    assert "- GPU utilization: 24% during (c), SM activity 0.5%" in _report(23.6, 0.5).to_markdown()
+    assert "GPU utilization: 24% during (c)\n" in str(_report(gpu=23.6))
+
+
 def _read_events(logdir):
     (path,) = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
     found = {}
@@ -92,7 +94,7 @@ def _read_events(logdir):
 
 
 def test_tensorboard_text_and_scalars_read_back(tmp_path):
-    report = _report(gpu=37.5)
+    report = _report(gpu=37.5, sm=0.5)
     report.write_to_tensorboard(str(tmp_path), step=3)
 
     events = _read_events(str(tmp_path))
@@ -103,12 +105,14 @@ def test_tensorboard_text_and_scalars_read_back(tmp_path):
     assert events["diagnosis/fit_batches_per_second"] == (3, pytest.approx(20.0))
     assert events["diagnosis/input_bound_fraction"][1] == pytest.approx(0.8)
     assert events["diagnosis/gpu_utilization_percent"][1] == pytest.approx(37.5)
+    assert events["diagnosis/sm_activity_percent"][1] == pytest.approx(0.5)
 
 
 def test_tensorboard_skips_unmeasured_gpu(tmp_path):
     _report().write_to_tensorboard(tmp_path)  # a PathLike works too
     events = _read_events(str(tmp_path))
     assert "diagnosis/gpu_utilization_percent" not in events
+    assert "diagnosis/sm_activity_percent" not in events
     assert events["diagnosis/input_batches_per_second"] == (0, pytest.approx(25.0))
 
 
@@ -117,3 +121,12 @@ def test_tensorboard_guards(tmp_path):
         _report().write_to_tensorboard(5)
     with pytest.raises(TypeError, match="`step` must be an int. Received: step=1.5"):
         _report().write_to_tensorboard(str(tmp_path), step=1.5)
+
+
+def test_thresholds_refuse_a_wrong_type_with_type_error():
+    with pytest.raises(TypeError, match="Received: launch_overhead_step_seconds='2 ms'"):
+        DiagnosisThresholds(launch_overhead_step_seconds="2 ms")
+    with pytest.raises(TypeError, match="Received: launch_overhead_step_seconds=True"):
+        DiagnosisThresholds(launch_overhead_step_seconds=True)
+    with pytest.raises(ValueError, match="Received: launch_overhead_step_seconds=-0.001"):
+        DiagnosisThresholds(launch_overhead_step_seconds=-0.001)

@@ -5,11 +5,11 @@ import time
 import warnings
 
 import pytest
-from fakes import FakeSource
+from fakes import FakeClock, FakeSource
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
-from tfthroughput.hardware.source import MonitoringWarning, SourceLost
-from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.hardware.source import MonitoringWarning, SourceLost, TimedSamples
+from tfthroughput.hardware.stats import MetricStats, summarize
 
 
 def test_collect_summarises_the_window_exactly_and_starts_a_new_one():
@@ -142,3 +142,39 @@ def test_the_minimum_interval_is_accepted():
 def test_objects_that_are_not_sources_are_rejected():
     with pytest.raises(TypeError, match="Received: 42"):
         Sampler([42])
+
+
+def test_timed_samples_land_in_the_window_of_their_own_time_on_the_samplers_clock():
+    # A buffer that took 100, 0, 0, 0 every 0.25 s; the sampler reads it once a second.
+    clock = FakeClock(100.0)
+    taken = [(99.75, 100.0), (100.0, 0.0), (100.25, 0.0), (100.5, 0.0), (100.75, 100.0)]
+    pending = list(taken)
+
+    def buffer(_read):
+        now = clock()
+        new = [(t, v) for t, v in pending if t <= now]
+        del pending[: len(new)]
+        return {"utilization_percent": TimedSamples(tuple((now - t, v) for t, v in new))}
+
+    sampler = Sampler([FakeSource("gpu0", buffer)], interval=1.0, clock=clock)
+    clock.advance(0.625)
+    sampler.sample_once()  # at 100.625: 99.75 predates the window (opened at 100)
+    clock.advance(0.0625)
+    first = sampler.collect()  # cut at 100.6875
+    clock.advance(0.3125)
+    second = sampler.collect(sample_now=True)  # reads 100.75 at 101
+    key = SampleKey("gpu0", "utilization_percent")
+    assert first == {key: summarize([0.0, 0.0, 0.0])}
+    assert first.buffer_samples == {key: 3}
+    assert second == {key: summarize([100.0])}
+    assert (second.start, second.end, second.buffer_samples) == (100.6875, 101.0, {key: 1})
+
+
+def test_a_reading_that_is_not_a_number_is_warned_about_once_and_sampling_goes_on():
+    odd = FakeSource("gpu0", lambda n: {"power_watts": "high" if n % 2 else 100.0})
+    sampler = Sampler([odd], interval=1.0)
+    with pytest.warns(MonitoringWarning, match="ValueError") as caught:
+        for _ in range(4):
+            sampler.sample_once()
+    assert len(caught) == 1
+    assert sampler.collect()[SampleKey("gpu0", "power_watts")] == summarize([100.0, 100.0])

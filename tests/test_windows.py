@@ -18,6 +18,7 @@ from fits import fit, tiny_model
 from tfthroughput import GPUMonitor
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
+from tfthroughput.hardware.window import WindowStats, WindowTotal, merge_windows
 from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, parse_update_freq
 
 
@@ -64,17 +65,44 @@ def test_a_time_window_shorter_than_the_interval_is_refused():
         GPUMonitor(interval=2, update_freq="1s")
 
 
+def _window(start: float, end: float, stats, buffer_samples=None, joules=None) -> WindowStats:
+    totals = {} if joules is None else {ENERGY: WindowTotal(joules, True)}
+    return WindowStats(
+        stats, start=start, end=end, buffer_samples=buffer_samples or {}, totals=totals
+    )
+
+
+ENERGY = SampleKey("gpu0", "energy_joules")
+
+
 def test_epoch_windows_merge_into_the_epochs_statistics_exactly():
     key = SampleKey("gpu0", "utilization_percent")
     windows = EpochWindows(epoch=3, start=10.0, first_step=40, first_index=7)
-    first = windows.cut({key: summarize([1.0, 2.0, 3.0])}, now=12.0, step=45)
+    stats = _window(10.0, 12.0, {key: summarize([1.0, 2.0, 3.0])}, joules=50.0)
+    first = windows.cut(stats, now=12.0, step=45)
     assert (first.index, first.epoch, first.step, first.steps, first.seconds) == (7, 3, 45, 5, 2.0)
     assert first.steps_per_second == 2.5
     assert first.without_samples().stats[key] == first.stats[key]
     assert first.without_samples().stats[key].samples == ()
-    assert windows.cut({key: summarize([10.0])}, now=13.0, step=45) is None  # no step in it
-    assert windows.epoch_stats() == {key: summarize([1.0, 2.0, 3.0, 10.0])}
-    assert windows.epoch_stats()[key].p95 == pytest.approx(8.95)
+    assert first.without_samples().stats.totals == {ENERGY: WindowTotal(50.0, True)}
+    rest = _window(12.0, 13.0, {key: summarize([10.0])}, joules=20.0)
+    assert windows.cut(rest, now=13.0, step=45) is None  # no step in it
+    epoch = windows.epoch_stats()
+    assert epoch == {key: summarize([1.0, 2.0, 3.0, 10.0])}
+    assert epoch[key].p95 == pytest.approx(8.95)
+    assert (epoch.start, epoch.end, epoch.totals) == (10.0, 13.0, {ENERGY: WindowTotal(70.0, True)})
+
+
+def test_buffered_metrics_merge_as_one_window_would_keep_them():
+    # NVML's own samples where a window had some; point readings only where none had.
+    key = SampleKey("gpu0", "utilization_percent")
+    from_buffer = _window(0, 1, {key: summarize([40.0, 60.0])}, buffer_samples={key: 2})
+    fallback = _window(1, 2, {key: summarize([99.0])}, buffer_samples={key: 0})
+    merged = merge_windows([from_buffer, fallback])
+    assert merged[key] == summarize([40.0, 60.0])
+    assert merged.buffer_samples == {key: 2}
+    only_fallbacks = merge_windows([fallback, fallback])
+    assert only_fallbacks[key] == summarize([99.0, 99.0])
 
 
 class Stepper(keras.callbacks.Callback):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import keras
@@ -12,6 +16,7 @@ import tensorflow as tf
 from tfthroughput.precision.xla import (
     JitChange,
     XlaCompilationError,
+    _cpu_clustering_flag_set,
     _is_xla_failure,
     jit_compile,
     xla_auto_clustering,
@@ -39,6 +44,10 @@ def test_compile_kwargs():
         assert xla_compile_kwargs("auto") == {"jit_compile": False}
     with pytest.raises(ValueError, match="Received: enabled='yes'"):
         xla_compile_kwargs("yes")
+    with pytest.raises(TypeError, match=r"Received: enabled=1 \(of type int\)"):
+        xla_compile_kwargs(1)
+    with pytest.raises(TypeError, match="Received: enabled=None"):
+        xla_compile_kwargs(None)
 
 
 def test_tiny_model_trains_under_xla():
@@ -77,7 +86,12 @@ def test_tiny_model_trains_under_xla_and_mixed_bfloat16():
 
 # --- auto-clustering switch --------------------------------------------------------------------
 
+# Without a GPU, turning auto-clustering on warns that it needs TF_XLA_FLAGS (tested below);
+# the scope tests are about setting and restoring, so that warning is expected there.
+_NO_CPU_CLUSTERING = "ignore:XLA auto-clustering is on:UserWarning"
 
+
+@pytest.mark.filterwarnings(_NO_CPU_CLUSTERING)
 def test_scope_turns_on_and_restores():
     with xla_auto_clustering() as change:
         assert tf.config.optimizer.get_jit() == "autoclustering"
@@ -94,6 +108,7 @@ def test_scope_restores_after_an_exception():
     assert tf.config.optimizer.get_jit() == "autoclustering"
 
 
+@pytest.mark.filterwarnings(_NO_CPU_CLUSTERING)
 def test_one_shot_reports_and_restores():
     change = xla_auto_clustering(True)
     assert isinstance(change, JitChange)
@@ -109,14 +124,94 @@ def test_auto_clustering_validates():
     assert tf.config.optimizer.get_jit() == ""
 
 
-def test_function_traced_under_auto_clustering_runs():
-    @tf.function
-    def step(x):
-        return tf.nn.relu(x) * 2.0 + 1.0
+# Runs in a fresh process because TensorFlow reads TF_XLA_FLAGS once, when it starts. Prints
+# which ops TensorFlow really executed for a function traced inside the scope and one traced
+# after it, from the run metadata of the executed (post-optimisation) graphs.
+_EXECUTED_OPS = """
+import json, warnings
+import tensorflow as tf
+from tensorflow.python.eager import context
+from tfthroughput import xla_auto_clustering
 
+def executed_ops(function, x):
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    try:
+        function(x)
+        metadata = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    return sorted({node.op for graph in metadata.function_graphs
+                   for partition in graph.partition_graphs for node in partition.node})
+
+def step(x):
+    return tf.nn.relu(tf.matmul(x, x)) * 2.0 + 1.0
+
+x = tf.ones((4, 4))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
     with xla_auto_clustering():
-        result = step(tf.constant([-1.0, 2.0]))
-    np.testing.assert_array_equal(result.numpy(), [1.0, 5.0])
+        inside = executed_ops(tf.function(step), x)
+outside = executed_ops(tf.function(step), x)
+print(json.dumps({"inside": inside, "outside": outside,
+                  "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def _executed_ops(xla_flags: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+    if xla_flags is not None:
+        env["TF_XLA_FLAGS"] = xla_flags
+    result = subprocess.run(
+        [sys.executable, "-c", _EXECUTED_OPS], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_function_traced_in_the_scope_really_runs_through_xla():
+    ops = _executed_ops("--tf_xla_cpu_global_jit")
+    # XLA compiled a cluster and ran it: the ops TensorFlow executed are XLA's launch ops.
+    assert {"_XlaCompile", "_XlaRun"} <= set(ops["inside"]), ops
+    assert "MatMul" not in ops["inside"]
+    # Traced after the scope: the plain kernels again, no XLA.
+    assert "MatMul" in ops["outside"]
+    assert not {"_XlaCompile", "_XlaRun"} & set(ops["outside"]), ops
+    assert ops["warnings"] == []
+
+
+@pytest.mark.skipif(bool(tf.config.list_physical_devices("GPU")), reason="clusters GPU ops")
+def test_without_a_gpu_or_the_cpu_flag_nothing_is_compiled_and_it_warns():
+    ops = _executed_ops(None)
+    # What TensorFlow does: auto-clustering on, yet no cluster compiled on the CPU.
+    assert "MatMul" in ops["inside"]
+    assert "_XlaCompile" not in ops["inside"]
+    # What the switch says about it.
+    assert len(ops["warnings"]) == 1
+    assert "TF_XLA_FLAGS=--tf_xla_cpu_global_jit" in ops["warnings"][0]
+    assert "nothing will be compiled" in ops["warnings"][0]
+
+
+def test_turning_it_off_never_warns(monkeypatch):
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not xla_auto_clustering(False).changed
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("", False),
+        ("--tf_xla_cpu_global_jit", True),
+        ("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit=true", True),
+        ("--tf_xla_cpu_global_jit=false", False),
+        ("--tf_xla_cpu_global_jit=0", False),
+        ("--tf_xla_cpu_global_jit_other", False),
+    ],
+)
+def test_cpu_clustering_flag_is_read_from_tf_xla_flags(flags, expected):
+    assert _cpu_clustering_flag_set(flags) is expected
 
 
 # --- jit_compile decorator ---------------------------------------------------------------------

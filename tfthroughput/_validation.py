@@ -10,7 +10,7 @@ import tempfile
 
 def check_positive_int(
     name: str, value: object, *, allow_none: bool = False, also: str = ""
-) -> None:
+) -> int | None:
     """Check that ``value`` is a positive int (NumPy ints too; booleans are refused).
 
     Args:
@@ -19,40 +19,74 @@ def check_positive_int(
         allow_none: Accept ``None``. Defaults to False.
         also: Words appended to what was expected, e.g. ``"or a bool"``.
 
+    Returns:
+        ``value`` as a plain Python ``int`` (``None`` stays ``None``), ready for APIs and
+        messages that expect one.
+
     Raises:
         TypeError: If ``value`` is not an int.
         ValueError: If it is zero or negative.
+
+    Example:
+        >>> import numpy as np
+        >>> check_positive_int("batch_size", np.int64(32))
+        32
+        >>> check_positive_int("batch_size", 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: `batch_size` must be a positive int. Received: batch_size=0
     """
     if value is None and allow_none:
-        return
+        return None
     expected = "a positive int" + (" or None" if allow_none else "") + (f" {also}" if also else "")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     if value <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+    return int(value)
 
 
-def check_writable_folder(folder: str, *, name: str, value: object, owner: str) -> None:
-    """Create ``folder`` if needed and check a file can be written in it.
+def check_writable_folder(name: str, path: object) -> str:
+    """Create the folder ``path`` if needed and check that this process can write in it.
+
+    Run it before long work that ends by writing there (training, then a TensorBoard log), so
+    that a typo or a read-only place fails at once instead of after the work.
 
     Args:
-        folder: The folder the caller will write into.
-        name: The argument that chose it, quoted in the message (e.g. ``"log_dir"``).
-        value: What the caller passed for that argument.
-        owner: Who needs the folder, for the message (e.g. ``"ProfileSteps"``).
+        name: The argument's name, quoted in the message (e.g. ``"log_dir"`` or
+            ``"--log-dir"``).
+        path: The folder, as a string or ``os.PathLike``.
+
+    Returns:
+        ``path`` as a string.
 
     Raises:
-        ValueError: If the folder cannot be created or written to, with the reason.
+        TypeError: If ``path`` is not a string or ``os.PathLike``.
+        ValueError: If the folder cannot be created or written to, with the system's reason.
+
+    Example:
+        >>> import tempfile
+        >>> check_writable_folder("log_dir", tempfile.gettempdir()) == tempfile.gettempdir()
+        True
+        >>> check_writable_folder("log_dir", "/dev/null/logs")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: `log_dir` must be a folder ... Received: log_dir='/dev/null/logs' (...)
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`{name}` must be a folder path. Received: {name}={path!r}")
+    folder = os.fspath(path)
     try:
         os.makedirs(folder, exist_ok=True)
+        # Writing is the only reliable test: permissions, read-only mounts and quotas all show.
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:
         raise ValueError(
-            f"`{name}` is not writable ({error.strerror or error}); {owner} needs to create "
-            f"{folder!r}. Received: {name}={value!r}"
+            f"`{name}` must be a folder this process can create and write to. "
+            f"Received: {name}={folder!r} ({error})"
         ) from error
+    return folder
 
 
 def check_folder_name(name: str, value: object) -> None:

@@ -1,11 +1,29 @@
-"""The ``tfthroughput`` command: ``demo``, ``info`` and ``report``."""
+"""The ``tfthroughput`` command: ``demo``, ``info``, ``report`` and ``service``.
+
+A command is two functions: ``_add_<name>(commands)`` declares it through :func:`_add_command`
+(which also gives it ``--verbose``) with its options, and a runner ``(args) -> exit status``.
+:func:`main` turns every failure into one line on stderr and exit status 1 (argparse's usage
+errors exit 2). By default TensorFlow's C++ start-up log is kept off the terminal;
+``--verbose`` shows it, and the traceback of a failure.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from tfthroughput import __version__
+from tfthroughput._startup import load_tensorflow
+from tfthroughput._validation import check_writable_folder
+
+Runner = Callable[[argparse.Namespace], int]
+
+# Failures a user causes and can fix from the message alone; anything else is reported with its
+# type, and --verbose shows where it came from.
+_USER_ERRORS = (ImportError, OSError, TypeError, ValueError)
+_OP_ERROR_WRAPPING = ("Graph execution error:", "Detected at node", "<stack traces unavailable>")
 
 
 def _positive_int(text: str) -> int:
@@ -18,15 +36,48 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_verbose(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show TensorFlow's start-up log, and the traceback of a failure",
+    )
+
+
+def _add_command(
+    commands: argparse._SubParsersAction, name: str, run: Runner, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    command = commands.add_parser(name, help=help, description=description)
+    # Accepted after the command name too; SUPPRESS keeps a --verbose given before it.
+    _add_verbose(command, default=argparse.SUPPRESS)
+    command.set_defaults(run=run)
+    return command
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfthroughput",
         description="Keep the accelerator busy in TensorFlow/Keras training.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbose(parser, default=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_demo(commands)
+    _add_info(commands)
+    _add_report(commands)
+    _add_service(commands)
+    return parser
 
-    demo = commands.add_parser(
+
+# --- demo ---------------------------------------------------------------------------------------
+
+
+def _add_demo(commands: argparse._SubParsersAction) -> None:
+    demo = _add_command(
+        commands,
         "demo",
+        _demo,
         help="train a small CNN on synthetic JPEGs with a naive pipeline and with "
         "build_pipeline, monitored, then diagnose (no network or GPU needed)",
         description="Writes a synthetic JPEG dataset, trains a small CNN on a naive tf.data "
@@ -60,33 +111,44 @@ def _parser() -> argparse.ArgumentParser:
         "--data-dir", default=None, help="where to write the JPEGs (default: <log-dir>/data)"
     )
 
-    commands.add_parser(
+
+def _demo(args: argparse.Namespace) -> int:
+    # Both folders are written to only after training: check them before TensorFlow loads.
+    log_dir = check_writable_folder("--log-dir", args.log_dir)
+    data_dir = check_writable_folder("--data-dir", args.data_dir or os.path.join(log_dir, "data"))
+    load_tensorflow(verbose=args.verbose)
+    from tfthroughput.demo import run_demo
+
+    run_demo(
+        images=args.images,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        log_dir=log_dir,
+        data_dir=data_dir,
+    )
+    return 0
+
+
+# --- info ---------------------------------------------------------------------------------------
+
+
+def _add_info(commands: argparse._SubParsersAction) -> None:
+    _add_command(
+        commands,
         "info",
+        _info,
         help="TensorFlow/Keras versions, devices, NVML status and the precision recommendation",
         description="Prints what tfthroughput sees on this machine.",
     )
-    report = commands.add_parser(
-        "report",
-        help="one self-contained HTML file comparing the GPUMonitor runs under LOGDIR",
-        description="Reads the GPUMonitor runs under LOGDIR (TensorBoard event files) and "
-        "writes one HTML file, viewable offline: per-epoch charts of GPU-Util, SM activity, "
-        "GPU memory, host CPU, examples/s and epoch time, a table of each run's medians with "
-        "ratios to the first run, and each run's diagnosis where one was written. Needs "
-        "matplotlib (pip install 'tfthroughput[report]').",
-    )
-    report.add_argument("logdir", metavar="LOGDIR", help="TensorBoard log folder")
-    report.add_argument(
-        "-o", "--output", default=None, help="HTML file to write (default: LOGDIR/report.html)"
-    )
-    return parser
 
 
-def _info() -> int:
+def _info(args: argparse.Namespace) -> int:
+    load_tensorflow(verbose=args.verbose)
     import keras
     import tensorflow as tf
 
     from tfthroughput.hardware.discovery import find_gpus
-    from tfthroughput.precision.policy import recommend_precision
+    from tfthroughput.precision.rules import recommend_precision
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
     devices = tf.config.list_physical_devices()
@@ -105,41 +167,154 @@ def _info() -> int:
     return 0
 
 
+# --- report -------------------------------------------------------------------------------------
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    report = _add_command(
+        commands,
+        "report",
+        _report,
+        help="one self-contained HTML file comparing the GPUMonitor runs under LOGDIR",
+        description="Reads the GPUMonitor runs under LOGDIR (TensorBoard event files) and "
+        "writes one HTML file, viewable offline: per-epoch charts of GPU-Util, SM activity, "
+        "GPU memory, host CPU, examples/s and epoch time, a table of each run's medians with "
+        "ratios to the first run, and each run's diagnosis where one was written. Needs "
+        "matplotlib (pip install 'tfthroughput[report]').",
+    )
+    report.add_argument("logdir", metavar="LOGDIR", help="TensorBoard log folder")
+    report.add_argument(
+        "-o", "--output", default=None, help="HTML file to write (default: LOGDIR/report.html)"
+    )
+
+
+def _report(args: argparse.Namespace) -> int:
+    import types
+
+    # The report reads event files with TensorBoard's pure-Python reader; left to itself,
+    # TensorBoard would import TensorFlow for that, which costs seconds and log lines here.
+    stub_marker = "tensorboard.compat.notf"
+    sys.modules.setdefault(stub_marker, types.ModuleType(stub_marker))
+    from tfthroughput.monitor.run_report_html import write_report
+
+    print(f"wrote {write_report(args.logdir, args.output)}")
+    return 0
+
+
+# --- service ------------------------------------------------------------------------------------
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return value
+
+
+def _advertised_host(text: str) -> str:
+    from tfthroughput.data.service_cluster import check_advertised_host
+
+    try:
+        return check_advertised_host(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_service(commands: argparse._SubParsersAction) -> None:
+    service = _add_command(
+        commands,
+        "service",
+        _service,
+        help="run a tf.data service (a dispatcher and worker processes) on this machine "
+        "until Ctrl-C, for build_pipeline(..., service=...)",
+        description="Starts a tf.data service dispatcher in this process and --workers worker "
+        "processes, prints the dispatcher's address, and serves until Ctrl-C. TensorFlow's "
+        "servers listen on all network interfaces (it has no bind-address option); --host "
+        "only sets the address they advertise, so keep the ports firewalled on a shared "
+        "network.",
+    )
+    service.add_argument(
+        "--workers", type=_positive_int, default=2, help="worker processes (default: %(default)s)"
+    )
+    service.add_argument(
+        "--port",
+        type=_port,
+        default=5050,
+        help="the dispatcher's port; 0 picks a free one (default: %(default)s)",
+    )
+    service.add_argument(
+        "--worker-port",
+        type=_port,
+        default=0,
+        help="the first worker's port, the others following; 0 picks free ports (default)",
+    )
+    service.add_argument(
+        "--host",
+        type=_advertised_host,
+        default="localhost",
+        help="name or IP that trainers use to reach this machine, advertised for the workers "
+        "and printed in the address (default: %(default)s, loopback only)",
+    )
+
+
+def _service(args: argparse.Namespace) -> int:
+    load_tensorflow(verbose=args.verbose)
+    from tfthroughput.data.service_cluster import LocalDataService
+
+    # Errors starting the cluster (a port in use, no dispatcher answering) are OSErrors or
+    # ValueErrors: `main` prints them as one line.
+    cluster = LocalDataService(
+        args.workers,
+        port=args.port,
+        worker_port=args.worker_port,
+        host=args.host,
+        processes=True,
+    )
+    with cluster:
+        print(cluster, "Ctrl-C stops the service.", sep="\n", flush=True)
+        try:
+            problem = cluster.wait()
+        except KeyboardInterrupt:  # the way to stop it, not a failure
+            print("Stopping the tf.data service.", flush=True)
+            return 0
+    raise RuntimeError(problem)
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+
+def _failure_line(command: str, error: Exception) -> str:
+    """The one line a failed command prints: what went wrong, and the error's type if unusual."""
+    text = str(error)
+    # TensorFlow wraps the cause of a failed op in a header and the op's stack; its cause is
+    # the first line that is neither (stack lines are indented).
+    causes = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line[0].isspace() and not line.startswith(_OP_ERROR_WRAPPING)
+    ]
+    message = causes[0] if causes else (text.strip().splitlines() or ["(no message)"])[0]
+    if not isinstance(error, _USER_ERRORS):
+        message = f"{type(error).__name__}: {message} (--verbose shows the traceback)"
+    return f"tfthroughput {command}: error: {message}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfthroughput`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.command == "info":
-        return _info()
-    if args.command == "report":
-        import types
-
-        # The report reads event files with TensorBoard's pure-Python reader; left to itself,
-        # TensorBoard would import TensorFlow for that, which costs seconds and log lines here.
-        stub_marker = "tensorboard.compat.notf"
-        sys.modules.setdefault(stub_marker, types.ModuleType(stub_marker))
-        from tfthroughput.monitor.run_report_html import write_report
-
-        try:
-            print(f"wrote {write_report(args.logdir, args.output)}")
-        except (ImportError, OSError, ValueError) as error:
-            print(f"tfthroughput report: error: {error}", file=sys.stderr)
-            return 1
-        return 0
-    from tfthroughput.demo import run_demo
-
     try:
-        run_demo(
-            images=args.images,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            log_dir=args.log_dir,
-            data_dir=args.data_dir,
-        )
-    except (OSError, ValueError) as error:
-        print(f"tfthroughput demo: error: {error}", file=sys.stderr)
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(f"tfthroughput {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.verbose:
+            raise
+        print(_failure_line(args.command, error), file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,43 +15,63 @@ from tfthroughput._validation import check_positive_int
 class DatasetBenchmark:
     """What :func:`benchmark_dataset` measured.
 
+    The clock stops when the last batch arrives: the end-of-data signal and the iterator's
+    shutdown (a generator closing a connection, TensorFlow stopping its threads) are not
+    work the training step waits for, so they are not timed.
+
     Attributes:
         num_batches: Batches drawn from the dataset.
         num_elements: Examples in those batches (leading dimension of each batch, or one per
             batch when the dataset was benchmarked with ``batched=False``).
-        total_seconds: Wall time from creating the iterator to the last batch, in seconds.
+        total_seconds: Wall time from creating the iterator to the arrival of the last batch,
+            in seconds.
         first_batch_seconds: Latency of the first batch (iterator creation included), in
             seconds. Pipelines that fill a shuffle buffer or a cache pay here.
+        first_batch_elements: Examples in the first batch.
     """
 
     num_batches: int
     num_elements: int
     total_seconds: float
     first_batch_seconds: float
+    first_batch_elements: int
 
     @property
     def steady_seconds(self) -> float:
-        """Seconds spent after the first batch."""
+        """Seconds from the first batch to the last: the interval both rates use."""
         return self.total_seconds - self.first_batch_seconds
 
     @property
     def batches_per_second(self) -> float:
-        """Batches per second after the first batch (all batches if there was only one)."""
-        if self.num_batches <= 1 or self.steady_seconds <= 0:
+        """Batches per second after the first batch, over ``steady_seconds``.
+
+        With a single batch there is no steady interval: that batch over ``total_seconds``.
+        """
+        if self._single_interval:
             return _rate(self.num_batches, self.total_seconds)
         return (self.num_batches - 1) / self.steady_seconds
 
     @property
     def elements_per_second(self) -> float:
-        """Examples per second over the whole run, first batch included."""
-        return _rate(self.num_elements, self.total_seconds)
+        """Examples per second after the first batch, over the same interval as batches/s.
+
+        So ``elements_per_second / batches_per_second`` is the mean batch size after the
+        first. With a single batch: its examples over ``total_seconds``.
+        """
+        if self._single_interval:
+            return _rate(self.num_elements, self.total_seconds)
+        return (self.num_elements - self.first_batch_elements) / self.steady_seconds
+
+    @property
+    def _single_interval(self) -> bool:
+        return self.num_batches <= 1 or self.steady_seconds <= 0
 
     def __str__(self) -> str:
         return (
             f"{self.num_batches} batches, {self.num_elements} examples in "
-            f"{self.total_seconds:.3f} s: {self.elements_per_second:,.1f} examples/s, "
-            f"{self.batches_per_second:,.2f} batches/s after a first batch of "
-            f"{self.first_batch_seconds * 1000:.1f} ms"
+            f"{self.total_seconds:.3f} s; after a first batch of "
+            f"{self.first_batch_seconds * 1000:.1f} ms: {self.elements_per_second:,.1f} "
+            f"examples/s, {self.batches_per_second:,.2f} batches/s"
         )
 
 
@@ -86,7 +106,11 @@ def benchmark_dataset(
             ``time.perf_counter``.
 
     Returns:
-        A frozen :class:`DatasetBenchmark`.
+        A frozen :class:`DatasetBenchmark`. Time runs from creating the iterator to the
+        arrival of the last batch; ending the data and shutting the iterator down are not
+        timed. Both ``batches_per_second`` and ``elements_per_second`` count what arrived
+        after the first batch over the time from the first batch to the last
+        (``steady_seconds``), so the first batch's latency is reported apart.
 
     Raises:
         TypeError: If ``dataset`` is not a ``tf.data.Dataset`` or ``num_batches`` is not an int.
@@ -113,15 +137,25 @@ def benchmark_dataset(
             "Received: num_batches=None"
         )
 
-    batches = elements = 0
-    first_batch_seconds = 0.0
+    # The clock is read as each batch arrives (only at the first and the last when the count
+    # is known in advance), and the loop stops at the last batch without asking for more.
+    cardinality = int(dataset.cardinality())
+    expected = cardinality if cardinality >= 0 else None
+    batches = elements = first_batch_elements = 0
+    first_batch_seconds = total_seconds = 0.0
     start = clock()
-    for batch in dataset:
+    iterator = iter(dataset)
+    for batch in iterator:
         batches += 1
         elements += _leading_dimension(batch) if batched else 1
         if batches == 1:
-            first_batch_seconds = clock() - start
-    total_seconds = clock() - start
+            first_batch_seconds = total_seconds = clock() - start
+            first_batch_elements = elements
+        elif expected is None or batches == expected:
+            total_seconds = clock() - start
+        if batches == expected:
+            break
+    del iterator  # shut down after the clock stopped
     if batches == 0:
         raise ValueError(f"`dataset` yielded no element. Received: dataset={dataset!r}")
     return DatasetBenchmark(
@@ -129,4 +163,5 @@ def benchmark_dataset(
         num_elements=elements,
         total_seconds=total_seconds,
         first_batch_seconds=first_batch_seconds,
+        first_batch_elements=first_batch_elements,
     )

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
+
+from tfthroughput._validation import check_positive_int
+
+if TYPE_CHECKING:
+    from tfthroughput.data.autotune import PipelineMeasurement
 
 AUTOTUNE_TEXT = "AUTOTUNE"
 
@@ -44,12 +51,16 @@ class PipelineDescription:
             ``autotune.ram_budget`` (bytes, ``None`` = tf.data's default of half the RAM),
             ``threading.private_threadpool_size`` (``None`` = TensorFlow's shared pool).
         element_spec: The returned dataset's ``element_spec``, as text.
+        measurement: With ``describe_pipeline(dataset, measure=N)``: what AUTOTUNE chose and
+            each stage's share of the time over ``N`` batches (a
+            :class:`~tfthroughput.data.autotune.PipelineMeasurement`); else ``None``.
     """
 
     source: str
     stages: tuple[PipelineStage, ...]
     options: dict[str, object] = field(default_factory=dict)
     element_spec: str = ""
+    measurement: PipelineMeasurement | None = None
 
     @property
     def transformations(self) -> tuple[str, ...]:
@@ -66,9 +77,19 @@ class PipelineDescription:
         lines.append(f"yields: {self.element_spec}")
         if any(AUTOTUNE_TEXT in str(stage) for stage in self.stages):
             lines.append(
-                "AUTOTUNE values are chosen by tf.data while the pipeline runs (and retuned as "
-                "it runs); the TensorBoard profiler's trace viewer shows what it picked."
+                "Retuned while the pipeline runs: num_parallel_calls=AUTOTUNE (the parallelism "
+                "of maps, the batch and an interleave) and prefetch buffer sizes."
             )
+            if any(stage.transformation == "interleave" for stage in self.stages):
+                lines.append(
+                    "Fixed when the dataset was made: an interleave's cycle length (files read "
+                    "at once); cycle_length=AUTOTUNE becomes ceil(cores / 3)."
+                )
+        if self.measurement is not None:
+            lines.append("What AUTOTUNE chose:")
+            lines.append(str(self.measurement))
+        elif any(AUTOTUNE_TEXT in str(stage) for stage in self.stages):
+            lines.append("describe_pipeline(dataset, measure=N) reports what AUTOTUNE chose.")
         return "\n".join(lines)
 
 
@@ -93,23 +114,39 @@ def _options_of(dataset: tf.data.Dataset) -> dict[str, object]:
     }
 
 
-def describe_pipeline(dataset: tf.data.Dataset) -> PipelineDescription:
+def describe_pipeline(
+    dataset: tf.data.Dataset, *, measure: int | None = None
+) -> PipelineDescription:
     """Describe the stages and options of a dataset built by :func:`build_pipeline`.
+
+    Each stage says what is fixed when the dataset is made and what tf.data retunes while it
+    runs. ``cycle_length=AUTOTUNE`` (an interleave over files with the default
+    ``parallel_reads``) is fixed at build time to ``ceil(cores / 3)`` (1 on a 2-core machine,
+    where files are then read one at a time, and with ``deterministic=True`` the record order
+    depends on the core count); ``num_parallel_calls=AUTOTUNE`` and prefetch buffers are
+    retuned as the pipeline runs. ``measure=N`` runs ``N`` batches under the profiler and
+    adds what AUTOTUNE chose (see :func:`tfthroughput.measure_pipeline`).
 
     Args:
         dataset: A dataset exactly as :func:`tfthroughput.build_pipeline` returned it. Any
             further transformation (``.take()``, ``.map()``, ...) makes a new dataset that the
             builder did not build.
+        measure: Batches to run for :attr:`PipelineDescription.measurement`. Defaults to
+            ``None``: not run.
 
     Returns:
         A frozen :class:`PipelineDescription`; ``print()`` it for a numbered list of stages.
         Its options are read from ``dataset.options()``, so they are the dataset's own.
 
     Raises:
-        TypeError: If ``dataset`` is not a ``tf.data.Dataset``.
-        ValueError: If ``dataset`` was not returned by ``build_pipeline``.
+        TypeError: If ``dataset`` is not a ``tf.data.Dataset`` or ``measure`` not an int.
+        ValueError: If ``dataset`` was not returned by ``build_pipeline``, or ``measure`` is
+            not positive.
+        RuntimeError: With ``measure``, if another profiler session is running.
 
     Example:
+        >>> import tensorflow as tf
+        >>> from tfthroughput import build_pipeline
         >>> ds = build_pipeline(tf.data.Dataset.range(8), batch_size=4)
         >>> describe_pipeline(ds).transformations
         ('batch', 'prefetch')
@@ -126,9 +163,81 @@ def describe_pipeline(dataset: tf.data.Dataset) -> PipelineDescription:
             "makes a new dataset); describe the dataset build_pipeline returned. "
             f"Received: dataset={dataset!r}"
         )
+    check_positive_int("measure", measure, allow_none=True)
+    measurement = None
+    if measure is not None:
+        from tfthroughput.data.autotune import measure_pipeline
+
+        measurement = _numbered_as_described(
+            measure_pipeline(dataset, measure), dataset, len(recorded.stages)
+        )
     return PipelineDescription(
         source=recorded.source,
-        stages=recorded.stages,
+        stages=_with_build_time_values(dataset, recorded.stages),
         options=_options_of(dataset),
         element_spec=str(dataset.element_spec),
+        measurement=measurement,
+    )
+
+
+def _numbered_as_described(
+    measurement: PipelineMeasurement, dataset: tf.data.Dataset, described: int
+) -> PipelineMeasurement:
+    """Renumber the measured stages as the description numbers them (the builder's stages are
+    the last ``described`` of the graph; what comes before is the source, numbered 0)."""
+    from tfthroughput.data._graph import DatasetGraph
+
+    offset = len(DatasetGraph(dataset).stages) - described
+    stages = tuple(
+        dataclasses.replace(
+            stage, positions=tuple(sorted({max(p - offset, 0) for p in stage.positions}))
+        )
+        for stage in measurement.stages
+    )
+    return dataclasses.replace(measurement, stages=stages)
+
+
+def _with_build_time_values(
+    dataset: tf.data.Dataset, stages: tuple[PipelineStage, ...]
+) -> tuple[PipelineStage, ...]:
+    """Interleave stages with the cycle length the dataset fixed, read from its graph."""
+    if not any(_autotuned_cycle(stage) for stage in stages):
+        return stages
+    from tfthroughput.data._graph import DatasetGraph
+    from tfthroughput.data._ops import INTERLEAVE_OPS
+    from tfthroughput.data._rewrites import schedulable_cores
+
+    graph = DatasetGraph(dataset)
+    cycles = iter([graph.cycle_length(s) for s in graph.stages if s.op in INTERLEAVE_OPS])
+    described = []
+    for stage in stages:
+        if stage.transformation == "interleave":
+            cycle = next(cycles, None)
+            if _autotuned_cycle(stage) and cycle is not None:
+                files = "one file at a time" if cycle == 1 else f"{cycle} files at once"
+                stage = dataclasses.replace(
+                    stage,
+                    arguments=tuple(
+                        (k, f"{AUTOTUNE_TEXT} (fixed at {cycle})" if k == "cycle_length" else v)
+                        for k, v in stage.arguments
+                    ),
+                    reason=(
+                        f"reads {files}: cycle_length=AUTOTUNE was fixed to ceil(cores / 3) = "
+                        f"{cycle} when the dataset was made ({schedulable_cores()} cores); "
+                        "only its parallelism is retuned; parallel_reads=N reads N at once"
+                        + (
+                            "; with deterministic=True the record order depends on the core count"
+                            if dict(stage.arguments).get("deterministic") == "True"
+                            else ""
+                        )
+                    ),
+                )
+        described.append(stage)
+    return tuple(described)
+
+
+def _autotuned_cycle(stage: PipelineStage) -> bool:
+    return (
+        stage.transformation == "interleave"
+        and dict(stage.arguments).get("cycle_length") == AUTOTUNE_TEXT
     )

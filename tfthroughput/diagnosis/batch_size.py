@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import numbers
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,10 +11,14 @@ import keras
 import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
-from tfthroughput.diagnosis._timing import _timed_fit
-
-# How often the memory ceiling's sampler reads the process RSS, in seconds.
-_RSS_INTERVAL = 0.01
+from tfthroughput.diagnosis._batch_trial import (
+    _Ceiling,
+    _dataset_maker,
+    _default_trial,
+    _DoesNotFit,
+    _Measured,
+)
+from tfthroughput.diagnosis._trial_memory import _release_free_memory, _rss
 
 Trial = Callable[[int], "float | None"]
 
@@ -31,12 +33,16 @@ class BatchSizeTrial:
         examples_per_second: Measured training throughput, or ``None`` when it did not fit.
         reason: Why it did not fit (the error's first line, or the memory ceiling that was
             exceeded); ``""`` when it fit.
+        memory_bytes: Memory the trial added to the process at its peak (peak RSS minus the
+            RSS it started from), in bytes; ``None`` when not measured (no
+            ``memory_limit_bytes``, or a custom ``trial``).
     """
 
     batch_size: int
     fits: bool
     examples_per_second: float | None
     reason: str = ""
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,11 +92,18 @@ class BatchSizeSearch:
             "",
             f"{'batch size':>10}  {'examples/s':>12}",
         ]
+        measured = any(t.memory_bytes is not None for t in self.trials)
+        if measured:
+            lines[-1] += f"  {'added MiB':>9}"
         for trial in sorted(self.trials, key=lambda t: t.batch_size):
+            memory = ""
+            if measured:
+                memory = "" if trial.memory_bytes is None else f"{trial.memory_bytes / 2**20:,.1f}"
+                memory = f"  {memory:>9}"
             speed = (
-                f"{trial.examples_per_second:>12,.1f}"
+                f"{trial.examples_per_second:>12,.1f}{memory}"
                 if trial.fits
-                else f"{'does not fit':>12}  {trial.reason}"
+                else f"{'does not fit':>12}{memory}  {trial.reason}"
             )
             lines.append(f"{trial.batch_size:>10}  {speed}".rstrip())
         return "\n".join(lines)
@@ -112,19 +125,38 @@ def find_batch_size(
 
     The search doubles the batch size from ``min_batch_size`` until a trial does not fit (or
     ``max_batch_size`` is reached), then binary-searches between the last size that fit and
-    the first that did not. That takes at most about ``2 * log2(largest / min_batch_size)``
-    trials. Every trial that fits also measures throughput, so the result carries the
-    examples/s curve (the powers of two plus the binary-search points) and its best point.
+    the first that did not. When the largest size that fits, ``F``, is below
+    ``max_batch_size``, that is ``d + 1`` doubling trials, with
+    ``d = floor(log2(F / min_batch_size)) + 1``, then at most
+    ``ceil(log2(min_batch_size * 2**(d - 1)))`` bisection trials: at most
+    ``2 * d + ceil(log2(min_batch_size))`` in all (14 for ``min_batch_size=1`` and ``F=100``,
+    11 for ``min_batch_size=8`` and ``F=100``), and never more than
+    ``2 * floor(log2(max_batch_size / min_batch_size)) + 2 + ceil(log2(min_batch_size))``
+    (26 with the defaults). Every trial that fits also measures throughput, so the result
+    carries the examples/s curve (the powers of two plus the binary-search points) and its
+    best point.
 
     A default trial clears the Keras session (``keras.backend.clear_session()``) and collects
     garbage, builds a fresh model with ``build_model()``, and runs ``fit`` for one warm-up
     epoch and one timed epoch of ``steps`` steps on batches of that size. It counts as not
     fitting when TensorFlow raises ``tf.errors.ResourceExhaustedError`` (out of device
-    memory) or Python raises ``MemoryError``, or, when ``memory_limit_bytes`` is set, when
-    the process's resident memory (RSS, sampled every 10 ms by psutil during the trial, so
-    shorter spikes can be missed) exceeds that ceiling. The session is cleared again after
-    the last trial, so nothing stays allocated. ``clear_session`` resets Keras's global state
-    (layer name counters), as its documentation describes.
+    memory) or Python raises ``MemoryError``, or when ``memory_limit_bytes`` is exceeded. The
+    session is cleared again after the last trial, so nothing stays allocated.
+    ``clear_session`` resets Keras's global state (layer name counters), as its
+    documentation describes.
+
+    With ``memory_limit_bytes``, each trial's own peak is measured, so that memory kept from
+    earlier trials (``clear_session`` does not return it all) neither counts against a later
+    trial nor hides what it needs: before the trial, free heap pages are returned to the
+    system (glibc's ``malloc_trim`` after garbage collection), then the trial's peak RSS over
+    its own starting RSS is taken from the kernel's high-water mark (reset through
+    ``/proc/self/clear_refs`` on Linux; elsewhere RSS is sampled every 10 ms by psutil, which
+    can miss shorter spikes). A trial fits when the RSS at the start of the search plus that
+    peak stays within the ceiling. Memory the first trial's ``fit`` adds once for the whole
+    process (TensorFlow's lazily loaded kernels and caches) is counted in the first trial
+    only. Running each trial in a fresh process would count it every time, but costs a
+    TensorFlow import and start-up per trial (several seconds each) and needs picklable
+    ``build_model`` and ``data``.
 
     Args:
         build_model: Zero-argument callable returning a new compiled Keras model. Required
@@ -138,9 +170,10 @@ def find_batch_size(
         steps: Timed training steps per trial (after as many warm-up steps). Defaults to
             ``5``.
         max_trials: Most trials run; the search stops there and says so. Defaults to ``32``.
-        memory_limit_bytes: Ceiling on the process RSS during a trial, in bytes, for CPU
-            training where running out of memory swaps or kills the process instead of
-            raising. Defaults to ``None``: no ceiling.
+        memory_limit_bytes: Ceiling on the process RSS a trial may reach, in bytes, counting
+            only the trial's own memory on top of the RSS at the start of the search (see
+            above), for CPU training where running out of memory swaps or kills the process
+            instead of raising. Defaults to ``None``: no ceiling.
         trial: Replaces the default trial (custom measurements, tests): called with a batch
             size, returns examples/s, or ``None`` when it does not fit (raising
             ``tf.errors.ResourceExhaustedError`` or ``MemoryError`` counts as not fitting
@@ -201,11 +234,14 @@ def find_batch_size(
                 f"Received: build_model={build_model!r}"
             )
         make_dataset = _dataset_maker(data)
+        ceiling = None
+        if memory_limit_bytes is not None:
+            keras.backend.clear_session()
+            _release_free_memory()
+            ceiling = _Ceiling(memory_limit_bytes, _rss())
 
-        def run_trial(batch_size: int) -> float | None:
-            return _default_trial(
-                build_model, make_dataset, batch_size, steps, memory_limit_bytes, clock
-            )
+        def run_trial(batch_size: int) -> _Measured:
+            return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)
 
     try:
         return _search(run_trial, min_batch_size, max_batch_size, max_trials)
@@ -214,93 +250,17 @@ def find_batch_size(
             keras.backend.clear_session()
 
 
-def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
-    if isinstance(data, tf.data.Dataset):
-
-        def make(batch_size: int) -> tf.data.Dataset:
-            return data.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-        return make
-    if callable(data):
-
-        def make(batch_size: int) -> tf.data.Dataset:
-            dataset = data(batch_size)
-            if not isinstance(dataset, tf.data.Dataset):
-                raise TypeError(
-                    "`data` must return a tf.data.Dataset when called with a batch size. "
-                    f"Received: data({batch_size}) returned {dataset!r}"
-                )
-            return dataset.repeat()
-
-        return make
-    raise TypeError(
-        "`data` must be a callable (batch_size -> tf.data.Dataset) or an unbatched "
-        f"tf.data.Dataset. Received: data={data!r} of type {type(data).__name__}"
-    )
-
-
-class _PeakRSS:
-    """Samples this process's RSS in a background thread; ``peak`` is the highest seen."""
-
-    def __init__(self, interval: float = _RSS_INTERVAL) -> None:
-        import psutil
-
-        self._process = psutil.Process()
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfthroughput-rss", daemon=True)
-        self.peak = self._process.memory_info().rss
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.peak = max(self.peak, self._process.memory_info().rss)
-
-    def __enter__(self) -> _PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
-
-
-class _DoesNotFit(Exception):
-    pass
-
-
-def _default_trial(
-    build_model: Callable[[], keras.Model],
-    make_dataset: Callable[[int], tf.data.Dataset],
-    batch_size: int,
-    steps: int,
-    memory_limit_bytes: int | None,
-    clock: Callable[[], float],
-) -> float | None:
-    keras.backend.clear_session()  # also collects garbage (free_memory=True)
-    model = build_model()
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
-    dataset = make_dataset(batch_size)
-    if memory_limit_bytes is None:
-        seconds = _timed_fit(model, dataset, steps=steps, repeats=1, clock=clock)
-    else:
-        with _PeakRSS() as rss:
-            seconds = _timed_fit(model, dataset, steps=steps, repeats=1, clock=clock)
-        if rss.peak > memory_limit_bytes:
-            raise _DoesNotFit(
-                f"process RSS peaked at {rss.peak:,} bytes, over "
-                f"memory_limit_bytes={memory_limit_bytes:,}"
-            )
-    return batch_size * steps / seconds[0] if seconds[0] > 0 else math.inf
-
-
 def _try(trial: Trial, batch_size: int) -> BatchSizeTrial:
     try:
         speed = trial(batch_size)
     except (tf.errors.ResourceExhaustedError, MemoryError, _DoesNotFit) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return BatchSizeTrial(batch_size, False, None, reason[:200])
+        memory_bytes = getattr(error, "memory_bytes", None)
+        return BatchSizeTrial(batch_size, False, None, reason[:200], memory_bytes)
+    if isinstance(speed, _Measured):
+        return BatchSizeTrial(
+            batch_size, True, speed.examples_per_second, memory_bytes=speed.memory_bytes
+        )
     if speed is None:
         return BatchSizeTrial(batch_size, False, None, "trial returned None")
     if isinstance(speed, bool) or not isinstance(speed, numbers.Real) or speed < 0:

@@ -9,22 +9,25 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput.diagnosis._state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
-from tfthroughput.diagnosis.report import (
+from tfthroughput.diagnosis.report import DiagnosisReport
+from tfthroughput.diagnosis.verdict import (
     BALANCED,
-    COMPUTE_BOUND,
     INPUT_BOUND,
-    LAUNCH_OVERHEAD_BOUND,
-    DiagnosisReport,
+    SPEED_RULES,
     DiagnosisThresholds,
-    Recommendation,
+    input_bound_fraction,
+    per,
+    recommendations,
+    verdict,
 )
 from tfthroughput.hardware.utilization import gpu_utilization
 
@@ -44,6 +47,7 @@ def diagnose(
     thresholds: DiagnosisThresholds | None = None,
     utilization_probe: UtilizationProbe | None = gpu_utilization,
     clock: Callable[[], float] = time.perf_counter,
+    precision: Any = None,
 ) -> DiagnosisReport:
     """Measure where a training run's time goes, and say what to change.
 
@@ -63,6 +67,15 @@ def diagnose(
     The input-bound fraction is ``max(0, 1 - fit_rate / compute_rate)``: the share of the
     end-to-end step spent beyond the compute-only step, i.e. waiting on input. The verdict
     follows ``thresholds`` (see :class:`DiagnosisThresholds`).
+
+    The recommendations account for what the pipeline already does: ``dataset`` is read with
+    :func:`tfthroughput.lint_pipeline`, so a parallel map, a cache or a prefetch it already has
+    is not recommended again; its findings that cost throughput become recommendations naming
+    their stage; when the input is the limit and the lint finds nothing, the pipeline runs
+    ``steps`` more batches under the profiler (:func:`tfthroughput.measure_pipeline`) and the
+    stage with the largest share of the work is named. Mixed precision and XLA are
+    recommended only where :func:`tfthroughput.recommend_precision` recommends them for the
+    hardware at hand (no XLA advice on a CPU, where it is not recommended).
 
     The model is trained during the measurements, so every variable of the model (weights,
     non-trainable state such as batch-norm statistics, random seed state), of its optimizer
@@ -86,13 +99,18 @@ def diagnose(
             manager entered when the timed epoch begins, and exited when that ``fit``
             returns; the value its ``__enter__`` returned is then called with no argument and
             returns the mean GPU utilization of that span in percent (0..100), or ``None`` if
-            it could not measure. The report carries the mean of the rounds' readings (``None``
-            readings left out). Defaults to
-            :func:`tfthroughput.hardware.utilization.gpu_utilization`:
-            GPU-Util of every GPU this process uses, through NVML (``None`` on a machine
-            without an NVIDIA GPU). ``None``: not measured.
+            it could not measure; if that value also has an ``sm_activity()`` method, it gives
+            the span's mean SM activity in percent (or ``None``), and a GPU-Util above 20 % at
+            least twice SM activity makes the verdict ``launch-overhead-bound`` (tiny
+            kernels). The report carries the mean of the rounds' readings (``None`` readings
+            left out). Defaults to :func:`tfthroughput.hardware.utilization.gpu_utilization`:
+            GPU-Util of every GPU this process uses through NVML, and GPM's SM activity on
+            GPUs that have it (Hopper and newer); ``None`` on a machine without an NVIDIA GPU.
+            ``None``: not measured.
         clock: Seconds-returning clock, injectable for tests. Defaults to
             ``time.perf_counter``.
+        precision: The :class:`~tfthroughput.PrecisionRecommendation` to agree with.
+            Defaults to ``None``: ``recommend_precision()`` for the devices TensorFlow sees.
 
     Returns:
         A frozen :class:`~tfthroughput.diagnosis.report.DiagnosisReport`. ``print(report)``
@@ -101,14 +119,15 @@ def diagnose(
     Raises:
         TypeError: If ``model`` is not a Keras model, ``dataset`` not a ``tf.data.Dataset``,
             ``steps``/``repeats`` not ints, ``thresholds`` not a ``DiagnosisThresholds``,
-            ``utilization_probe``/``clock`` not callable, or the probe's reading not a number.
+            ``utilization_probe``/``clock`` not callable, ``precision`` not a
+            ``PrecisionRecommendation``, or the probe's reading not a number.
         ValueError: If the model is not compiled, ``steps``/``repeats`` are not positive,
             the dataset yields nothing, or the probe's reading is outside 0..100.
 
     Example:
-        >>> report = tfthroughput.diagnose(model, train_ds, steps=50)
-        >>> print(report)            # table, verdict, recommendations
-        >>> report.verdict
+        >>> report = tfthroughput.diagnose(model, train_ds, steps=50)  # doctest: +SKIP
+        >>> print(report)            # table, verdict, recommendations  # doctest: +SKIP
+        >>> report.verdict  # doctest: +SKIP
         'input-bound'
     """
     _check_model(model)
@@ -133,6 +152,7 @@ def diagnose(
         )
     if not callable(clock):
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
+    precision = _check_precision(precision)
 
     first_batch = next(iter(dataset.take(1)), None)
     if first_batch is None:
@@ -143,8 +163,8 @@ def diagnose(
         dataset.take(min(_CACHED_BATCHES, steps)).cache().repeat().prefetch(tf.data.AUTOTUNE)
     )
 
-    _build_state(model, first_batch)
-    saved = _snapshot(model)
+    build_state(model, first_batch)
+    saved = snapshot(model)
     try:
         # (a) Each benchmark creates a fresh iterator; the first run is the warm-up, and
         # batches_per_second excludes each run's first batch.
@@ -156,32 +176,38 @@ def diagnose(
         compute_seconds: list[float] = []
         fit_seconds: list[float] = []
         utilizations: list[float] = []
+        sm_activities: list[float] = []
         for _ in range(repeats):
             compute_seconds += _timed_fit(model, in_memory, steps=steps, repeats=1, clock=clock)
-            seconds, utilization = _fit_round(model, repeated, steps, clock, utilization_probe)
+            seconds, utilization, sm_activity = _fit_round(
+                model, repeated, steps, clock, utilization_probe
+            )
             fit_seconds += seconds
             if utilization is not None:
                 utilizations.append(utilization)
+            if sm_activity is not None:
+                sm_activities.append(sm_activity)
     finally:
-        _restore(model, saved)
+        restore(model, saved)
 
     gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
+    sm_activity = sum(sm_activities) / len(sm_activities) if sm_activities else None
     input_rate = statistics.median(input_rates)
     compute_rate = _rate(steps, statistics.median(compute_seconds))
     fit_rate = _rate(steps, statistics.median(fit_seconds))
-    fraction = _input_bound_fraction(compute_rate, fit_rate)
-    verdict = _verdict(fraction, _per(compute_rate), thresholds)
-    recommendations = _recommendations(
-        verdict=verdict,
-        input_rate=input_rate,
-        compute_rate=compute_rate,
-        fit_rate=fit_rate,
-        fraction=fraction,
-        compute_dtype=_compute_dtype(model),
-        jit_compiled=bool(getattr(model, "jit_compile", False)),
+    fraction = input_bound_fraction(compute_rate, fit_rate)
+    decided = verdict(
+        fraction,
+        per(compute_rate),
+        thresholds,
         gpu_utilization=gpu_utilization,
-        thresholds=thresholds,
+        sm_activity=sm_activity,
     )
+    lint = _lint(dataset)
+    slowest = None
+    if decided in (INPUT_BOUND, BALANCED) and input_rate < compute_rate and lint is not None:
+        if not any(finding.rule in SPEED_RULES for finding in lint.findings):
+            slowest = _slowest_stage(repeated, steps)
     return DiagnosisReport(
         batch_size=batch_size,
         steps=steps,
@@ -190,11 +216,62 @@ def diagnose(
         compute_batches_per_second=compute_rate,
         fit_batches_per_second=fit_rate,
         input_bound_fraction=fraction,
-        verdict=verdict,
-        recommendations=recommendations,
+        verdict=decided,
+        recommendations=recommendations(
+            verdict=decided,
+            input_rate=input_rate,
+            compute_rate=compute_rate,
+            fit_rate=fit_rate,
+            fraction=fraction,
+            compute_dtype=_compute_dtype(model),
+            jit_compiled=bool(getattr(model, "jit_compile", False)),
+            gpu_utilization=gpu_utilization,
+            thresholds=thresholds,
+            lint=lint,
+            slowest_stage=slowest,
+            precision=precision,
+            sm_activity=sm_activity,
+        ),
         gpu_utilization_percent=gpu_utilization,
         thresholds=thresholds,
+        sm_activity_percent=sm_activity,
     )
+
+
+def _lint(dataset: tf.data.Dataset):
+    """The dataset's lint, or ``None`` when its graph cannot be serialised (e.g. a dataset
+    holding resources TensorFlow cannot write out): then nothing is assumed about it."""
+    from tfthroughput.data.lint import lint_pipeline
+
+    try:
+        return lint_pipeline(dataset)
+    except (tf.errors.OpError, ValueError):
+        return None
+
+
+def _slowest_stage(dataset: tf.data.Dataset, steps: int):
+    """The stage with the largest share of the pipeline's work, or ``None`` if the profiler
+    is in use elsewhere (the recommendation then stays general)."""
+    from tfthroughput.data.autotune import measure_pipeline
+
+    try:
+        stages = measure_pipeline(dataset, steps).stages
+    except RuntimeError:
+        return None
+    return max(stages, key=lambda stage: stage.share, default=None)
+
+
+def _check_precision(precision: object):
+    import tfthroughput
+
+    if precision is None:
+        return tfthroughput.recommend_precision()
+    if not isinstance(precision, tfthroughput.PrecisionRecommendation):
+        raise TypeError(
+            "`precision` must be a PrecisionRecommendation (from recommend_precision) or None. "
+            f"Received: precision={precision!r}"
+        )
+    return precision
 
 
 def _fit_round(
@@ -203,8 +280,9 @@ def _fit_round(
     steps: int,
     clock: Callable[[], float],
     utilization_probe: UtilizationProbe | None,
-) -> tuple[list[float], float | None]:
-    """One (c) measurement; the probe, if any, spans its timed epoch."""
+) -> tuple[list[float], float | None, float | None]:
+    """One (c) measurement; the probe, if any, spans its timed epoch. Returns the seconds,
+    the GPU-Util and the SM activity read (each ``None`` if not)."""
     with contextlib.ExitStack() as stack:
         readings: list[Callable[[], float | None]] = []
 
@@ -219,7 +297,14 @@ def _fit_round(
             clock=clock,
             on_measure_begin=None if utilization_probe is None else on_measure_begin,
         )
-    return seconds, _check_utilization(readings[0]()) if readings else None
+    if not readings:
+        return seconds, None, None
+    sm_activity = getattr(readings[0], "sm_activity", None)
+    return (
+        seconds,
+        _check_utilization(readings[0]()),
+        _check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
+    )
 
 
 # ---------------------------------------------------------------------------- validation
@@ -238,55 +323,19 @@ def _check_model(model: object) -> None:
         )
 
 
-def _check_utilization(value: object) -> float | None:
+def _check_utilization(value: object, what: str = "reading") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            "`utilization_probe`'s reading must be a number of percent or None. "
-            f"Received: {value!r}"
+            f"`utilization_probe`'s {what} must be a number of percent or None. Received: {value!r}"
         )
     value = float(value)
     if not 0.0 <= value <= 100.0 or math.isnan(value):
         raise ValueError(
-            f"`utilization_probe`'s reading must be between 0 and 100 percent. Received: {value}"
+            f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
         )
     return value
-
-
-# ------------------------------------------------------------------ state snapshot/restore
-
-
-def _build_state(model: keras.Model, first_batch: object) -> None:
-    """Create the variables the first ``fit`` would create, so they can be restored."""
-    if not model.built:
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
-        model(x)
-    if not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-
-
-def _state_variables(model: keras.Model) -> list:
-    seen: set[int] = set()
-    variables = []
-    for variable in [*model.variables, *model.optimizer.variables, *model.metrics_variables]:
-        if id(variable) not in seen:
-            seen.add(id(variable))
-            variables.append(variable)
-    return variables
-
-
-def _snapshot(model: keras.Model) -> tuple[list, list[np.ndarray], object]:
-    variables = _state_variables(model)
-    values = [np.array(v.numpy(), copy=True) for v in variables]
-    return variables, values, getattr(model, "history", None)
-
-
-def _restore(model: keras.Model, saved: tuple[list, list[np.ndarray], object]) -> None:
-    variables, values, history = saved
-    for variable, value in zip(variables, values, strict=True):
-        variable.assign(value)
-    model.history = history
 
 
 # ------------------------------------------------------------------------- the numbers
@@ -296,137 +345,6 @@ def _rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("inf")
 
 
-def _per(rate: float) -> float:
-    return 1.0 / rate if rate > 0 else float("inf")
-
-
-def _input_bound_fraction(compute_rate: float, fit_rate: float) -> float:
-    """Share of the fit step beyond the compute-only step: ``(t_fit - t_compute) / t_fit``."""
-    if not compute_rate > 0 or math.isinf(compute_rate):
-        return 0.0
-    return min(1.0, max(0.0, 1.0 - fit_rate / compute_rate))
-
-
-def _verdict(fraction: float, compute_step_seconds: float, thresholds: DiagnosisThresholds) -> str:
-    if fraction >= thresholds.input_bound_fraction:
-        return INPUT_BOUND
-    if compute_step_seconds < thresholds.launch_overhead_step_seconds:
-        return LAUNCH_OVERHEAD_BOUND
-    if fraction <= thresholds.compute_bound_fraction:
-        return COMPUTE_BOUND
-    return BALANCED
-
-
 def _compute_dtype(model: keras.Model) -> str:
     policy = getattr(model, "dtype_policy", None)
     return str(getattr(policy, "compute_dtype", "float32"))
-
-
-def _recommendations(
-    *,
-    verdict: str,
-    input_rate: float,
-    compute_rate: float,
-    fit_rate: float,
-    fraction: float,
-    compute_dtype: str,
-    jit_compiled: bool,
-    gpu_utilization: float | None,
-    thresholds: DiagnosisThresholds,
-) -> tuple[Recommendation, ...]:
-    """Concrete changes for a verdict, each with the measurement behind it."""
-    recs: list[Recommendation] = []
-    waits = f"{fraction:.0%} of each fit step waits on input"
-    if verdict in (INPUT_BOUND, BALANCED):
-        if input_rate < compute_rate:
-            recs.append(
-                Recommendation(
-                    "build_pipeline: parallel map (num_parallel_calls=tf.data.AUTOTUNE)",
-                    f"the input pipeline alone delivers {input_rate:,.1f} batches/s, "
-                    f"{compute_rate / input_rate:,.1f}x fewer than the {compute_rate:,.1f} "
-                    f"batches/s the training step can take ({waits}); a parallel map spreads "
-                    "the per-example work over all CPU cores.",
-                )
-            )
-            recs.append(
-                Recommendation(
-                    "build_pipeline: cache (in memory or to a file)",
-                    f"{waits}: caching the deterministic preprocessing (before any random "
-                    "augmentation) pays its cost once instead of every epoch, if the "
-                    "preprocessed data fits in memory or on local disk.",
-                )
-            )
-        else:
-            recs.append(
-                Recommendation(
-                    "build_pipeline: prefetch(tf.data.AUTOTUNE) as the last stage",
-                    f"the input pipeline alone delivers {input_rate:,.1f} batches/s, enough "
-                    f"for the training step's {compute_rate:,.1f}, yet fit reaches only "
-                    f"{fit_rate:,.1f} ({waits}): input and compute do not overlap; prefetch "
-                    "prepares the next batches while the step runs (on a CPU-only machine "
-                    "they also share the same cores).",
-                )
-            )
-    step_ms = _per(compute_rate) * 1000
-    if verdict == LAUNCH_OVERHEAD_BOUND:
-        recs.append(
-            Recommendation(
-                "a larger batch: find_batch_size",
-                f"a compute-only step takes {step_ms:.2f} ms, under the "
-                f"{thresholds.launch_overhead_step_seconds * 1000:.1f} ms where fixed per-step "
-                "costs dominate; a larger batch does more work per step at almost the same "
-                "fixed cost, and find_batch_size measures the examples/s curve up to the "
-                "largest batch that fits.",
-            )
-        )
-        recs.append(
-            Recommendation(
-                "model.compile(..., steps_per_execution=N)",
-                f"with {step_ms:.2f} ms steps, running N steps per call (a Keras built-in) "
-                "divides the per-step Python and dispatch cost by N.",
-            )
-        )
-        if not jit_compiled:
-            recs.append(
-                Recommendation(
-                    "XLA: model.compile(..., jit_compile=True)",
-                    f"the {step_ms:.2f} ms step is not XLA-compiled; XLA fuses its many small "
-                    "kernels into fewer launches.",
-                )
-            )
-    if verdict in (COMPUTE_BOUND, BALANCED):
-        share = f"fit reaches {min(fit_rate / compute_rate, 1.0):.0%} of the compute-only limit"
-        if compute_dtype == "float32":
-            recs.append(
-                Recommendation(
-                    'mixed_precision("auto")',
-                    f"the training step is the limit ({compute_rate:,.1f} batches/s alone, "
-                    f"{share}) and the model computes in float32; mixed_float16 (GPUs with "
-                    "compute capability 7.0+) or mixed_bfloat16 (Ampere+, TPUs, CPUs with "
-                    "bf16) halves activation memory traffic and uses the faster units.",
-                )
-            )
-        if not jit_compiled:
-            recs.append(
-                Recommendation(
-                    "XLA: model.compile(..., jit_compile=True)",
-                    f"the {step_ms:.2f} ms training step is not XLA-compiled "
-                    "(model.jit_compile is False); XLA fuses element-wise operations and "
-                    "cuts memory traffic.",
-                )
-            )
-        if gpu_utilization is not None and gpu_utilization < 80.0:
-            reason = (
-                f"the GPU was busy only {gpu_utilization:.0f}% of the time during fit although "
-                "the input keeps up: the step's kernels are too small to fill it"
-            )
-        else:
-            reason = f"the training step is the limit ({share})"
-        recs.append(
-            Recommendation(
-                "a larger batch: find_batch_size",
-                f"{reason}; a larger batch usually raises examples/s until memory runs out, "
-                "and find_batch_size measures the curve and the largest batch that fits.",
-            )
-        )
-    return tuple(recs)

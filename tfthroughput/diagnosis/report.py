@@ -1,7 +1,8 @@
 """What :func:`tfthroughput.diagnose` found, and how it is shown (terminal, markdown, TensorBoard).
 
 The report is a frozen dataclass of measurements; the verdict and the recommendations are
-computed once by ``diagnose`` and stored, so a report prints the same everywhere.
+computed once by ``diagnose`` (rules in :mod:`tfthroughput.diagnosis.verdict`) and stored, so
+a report prints the same everywhere.
 """
 
 from __future__ import annotations
@@ -9,11 +10,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-INPUT_BOUND = "input-bound"
-COMPUTE_BOUND = "compute-bound"
-BALANCED = "balanced"
-LAUNCH_OVERHEAD_BOUND = "launch-overhead-bound"
-VERDICTS = (INPUT_BOUND, COMPUTE_BOUND, BALANCED, LAUNCH_OVERHEAD_BOUND)
+from tfthroughput._optional import import_tensorflow
+from tfthroughput.diagnosis.verdict import (
+    BALANCED,
+    COMPUTE_BOUND,
+    INPUT_BOUND,
+    LAUNCH_OVERHEAD_BOUND,
+    DiagnosisThresholds,
+    Recommendation,
+    per,
+)
 
 _VERDICT_MEANING = {
     INPUT_BOUND: "the training step waits on the input pipeline",
@@ -34,77 +40,9 @@ TENSORBOARD_TAGS = {
     "diagnosis/input_bound_fraction": "fraction 0..1 of the fit step spent waiting on input",
     "diagnosis/gpu_utilization_percent": "percent 0..100, mean during the fit measurement "
     "(written only when measured)",
+    "diagnosis/sm_activity_percent": "percent 0..100, mean GPM SM activity during the fit "
+    "measurement (written only when measured: Hopper and newer)",
 }
-
-
-@dataclass(frozen=True)
-class DiagnosisThresholds:
-    """Where one verdict ends and the next begins.
-
-    The verdict is decided in this order, on the measured input-bound fraction ``f`` and the
-    compute-only step time ``t``:
-
-    1. ``f >= input_bound_fraction``: ``"input-bound"``.
-    2. ``t < launch_overhead_step_seconds``: ``"launch-overhead-bound"``.
-    3. ``f <= compute_bound_fraction``: ``"compute-bound"``.
-    4. otherwise: ``"balanced"``.
-
-    Attributes:
-        input_bound_fraction: Defaults to ``0.25``: a quarter of every step spent waiting on
-            input, i.e. fixing the input would make training at least 1.33x faster.
-        compute_bound_fraction: Defaults to ``0.15``: at or below this, fixing the input would
-            gain under 1.18x, and the fraction is within run-to-run noise on a loaded shared
-            machine (up to 0.14 measured for a compute-heavy model on in-memory data, 2 CPU
-            cores shared with other jobs).
-        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms). A Keras ``fit`` step has a
-            fixed host cost of about 1 ms (0.9 ms measured for a two-layer Dense model on CPU),
-            so a compute-only step shorter than this is mostly fixed cost.
-
-    Raises:
-        ValueError: If a fraction is outside ``[0, 1]``, ``compute_bound_fraction`` is not
-            below ``input_bound_fraction``, or ``launch_overhead_step_seconds`` is negative.
-    """
-
-    input_bound_fraction: float = 0.25
-    compute_bound_fraction: float = 0.15
-    launch_overhead_step_seconds: float = 0.002
-
-    def __post_init__(self) -> None:
-        for name in ("input_bound_fraction", "compute_bound_fraction"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"`{name}` must be a number. Received: {name}={value!r}")
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"`{name}` must be between 0 and 1. Received: {name}={value}")
-        if self.compute_bound_fraction >= self.input_bound_fraction:
-            raise ValueError(
-                "`compute_bound_fraction` must be below `input_bound_fraction`. Received: "
-                f"compute_bound_fraction={self.compute_bound_fraction}, "
-                f"input_bound_fraction={self.input_bound_fraction}"
-            )
-        value = self.launch_overhead_step_seconds
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(
-                "`launch_overhead_step_seconds` must be a non-negative number of seconds. "
-                f"Received: launch_overhead_step_seconds={value!r}"
-            )
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """One thing to change, and the measurement that says why.
-
-    Attributes:
-        action: What to use, naming the tfthroughput option or helper (for example
-            ``"build_pipeline(num_parallel_calls=tf.data.AUTOTUNE)"``).
-        reason: The measured reason, with numbers.
-    """
-
-    action: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.action}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -122,11 +60,16 @@ class DiagnosisReport:
         input_bound_fraction: Share of the end-to-end step time spent waiting on input,
             ``max(0, 1 - fit_batches_per_second / compute_batches_per_second)``, i.e.
             ``(t_fit - t_compute) / t_fit`` with ``t`` the seconds per step.
-        verdict: One of :data:`VERDICTS`, decided by ``thresholds``.
+        verdict: ``"input-bound"``, ``"compute-bound"``, ``"balanced"`` or
+            ``"launch-overhead-bound"``, decided by ``thresholds``.
         recommendations: What to change, most important first.
         gpu_utilization_percent: Mean GPU utilization (0..100) during (c), or ``None`` when
             not measured.
         thresholds: The :class:`DiagnosisThresholds` the verdict used.
+        sm_activity_percent: Mean GPM SM activity (0..100) during (c), or ``None`` when not
+            measured (GPM exists on Hopper and newer). Far below ``gpu_utilization_percent``,
+            it means tiny kernels: GPU-Util counts the time any kernel runs, however few SMs
+            it keeps busy.
     """
 
     batch_size: int
@@ -140,6 +83,7 @@ class DiagnosisReport:
     recommendations: tuple[Recommendation, ...]
     gpu_utilization_percent: float | None = None
     thresholds: DiagnosisThresholds = DiagnosisThresholds()
+    sm_activity_percent: float | None = None
 
     @property
     def input_examples_per_second(self) -> float:
@@ -159,12 +103,12 @@ class DiagnosisReport:
     @property
     def compute_step_seconds(self) -> float:
         """Seconds per compute-only training step."""
-        return _per(self.compute_batches_per_second)
+        return per(self.compute_batches_per_second)
 
     @property
     def fit_step_seconds(self) -> float:
         """Seconds per end-to-end training step."""
-        return _per(self.fit_batches_per_second)
+        return per(self.fit_batches_per_second)
 
     def _rows(self) -> list[tuple[str, str, str, str]]:
         return [
@@ -172,7 +116,7 @@ class DiagnosisReport:
                 "(a) input pipeline alone",
                 f"{self.input_batches_per_second:,.1f}",
                 f"{self.input_examples_per_second:,.0f}",
-                f"{_per(self.input_batches_per_second) * 1000:,.2f}",
+                f"{per(self.input_batches_per_second) * 1000:,.2f}",
             ),
             (
                 "(b) training step alone",
@@ -194,6 +138,8 @@ class DiagnosisReport:
             if self.gpu_utilization_percent is None
             else f"{self.gpu_utilization_percent:.0f}% during (c)"
         )
+        if self.sm_activity_percent is not None:
+            gpu += f", SM activity {self.sm_activity_percent:.1f}%"
         return [
             f"Verdict: {self.verdict} ({_VERDICT_MEANING.get(self.verdict, '')})",
             f"Input-bound fraction: {self.input_bound_fraction:.0%} of each fit step waits "
@@ -264,7 +210,7 @@ class DiagnosisReport:
             raise TypeError(f"`logdir` must be a folder path. Received: logdir={logdir!r}")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"`step` must be an int. Received: step={step!r}")
-        import tensorflow as tf
+        tf = import_tensorflow("DiagnosisReport.write_to_tensorboard")
 
         scalars = {
             "diagnosis/input_batches_per_second": self.input_batches_per_second,
@@ -274,6 +220,8 @@ class DiagnosisReport:
         }
         if self.gpu_utilization_percent is not None:
             scalars["diagnosis/gpu_utilization_percent"] = self.gpu_utilization_percent
+        if self.sm_activity_percent is not None:
+            scalars["diagnosis/sm_activity_percent"] = self.sm_activity_percent
         writer = tf.summary.create_file_writer(os.fspath(logdir))
         try:
             with writer.as_default():
@@ -283,7 +231,3 @@ class DiagnosisReport:
             writer.flush()
         finally:
             writer.close()
-
-
-def _per(rate: float) -> float:
-    return 1.0 / rate if rate > 0 else float("inf")

@@ -1,8 +1,10 @@
 """Which GPUs this process uses, in TensorFlow's numbering, matched to NVML by UUID.
 
 CUDA (and so TensorFlow) sees only the devices listed in ``CUDA_VISIBLE_DEVICES``, renumbered
-from 0 in the order listed. Entries are indices, full UUIDs (``GPU-…``) or unique UUID prefixes;
-CUDA ignores everything from the first entry it cannot resolve, and this module does the same.
+from 0 in the order listed. Entries are indices, full UUIDs (``GPU-…``) or unique UUID prefixes,
+or MIG device UUIDs (``MIG-…``, as ``nvidia-smi -L`` lists them), which resolve to that MIG
+slice of its GPU; CUDA ignores everything from the first entry it cannot resolve, and this
+module does the same.
 Indices are taken in NVML's PCI-bus order, which is CUDA's order unless the machine mixes GPU
 models and ``CUDA_DEVICE_ORDER`` is left at its ``FASTEST_FIRST`` default.
 """
@@ -20,47 +22,63 @@ class GPUDevice:
 
     Attributes:
         index: TensorFlow's index (``/GPU:<index>``), used in tag names (``gpu<index>/...``).
-        nvml_index: NVML's index of the same board.
-        uuid: The board's UUID, the identity the match is made on.
+        nvml_index: NVML's index of the same board (for a MIG slice, of its GPU).
+        uuid: The board's UUID (a MIG slice's ``MIG-…`` UUID), the identity the match is made on.
         name: Marketing name reported by NVML.
+        mig_index: For a MIG slice, its index among its GPU's MIG devices
+            (``nvmlDeviceGetMigDeviceHandleByIndex``); None for a whole GPU.
     """
 
     index: int
     nvml_index: int
     uuid: str
     name: str
+    mig_index: int | None = None
 
 
-def resolve_visible(uuids: Sequence[str], cuda_visible_devices: str | None) -> list[int]:
-    """Map ``CUDA_VISIBLE_DEVICES`` to NVML indices, in the order CUDA numbers them.
+@dataclass(frozen=True)
+class _MIGSlice:
+    uuid: str
+    name: str
+    nvml_index: int
+    mig_index: int
+
+
+def resolve_visible(
+    uuids: Sequence[str], cuda_visible_devices: str | None, mig_uuids: Sequence[str] = ()
+) -> list[int]:
+    """Map ``CUDA_VISIBLE_DEVICES`` to devices, in the order CUDA numbers them.
 
     Args:
         uuids: The UUID of each NVML device, by NVML index.
         cuda_visible_devices: The variable's value; ``None`` (unset) means every device.
+        mig_uuids: The UUIDs of the MIG slices that ``MIG-…`` entries may name.
 
     Returns:
-        NVML indices; position ``i`` in the list is TensorFlow's ``/GPU:i``.
+        Positions in ``[*uuids, *mig_uuids]`` (below ``len(uuids)``: NVML indices); position
+        ``i`` in the list is TensorFlow's ``/GPU:i``.
     """
     if cuda_visible_devices is None:
         return list(range(len(uuids)))
     chosen: list[int] = []
     for raw_entry in cuda_visible_devices.split(","):
         entry = raw_entry.strip()
-        match = _match_entry(entry, uuids)
+        match = _match_entry(entry, uuids, mig_uuids)
         if match is None or match in chosen:
             break  # CUDA drops the first unresolvable entry and everything after it
         chosen.append(match)
     return chosen
 
 
-def _match_entry(entry: str, uuids: Sequence[str]) -> int | None:
+def _match_entry(entry: str, uuids: Sequence[str], mig_uuids: Sequence[str]) -> int | None:
     if entry.isdigit():
         index = int(entry)
         return index if index < len(uuids) else None
-    if entry.startswith("GPU-"):
-        matches = [i for i, uuid in enumerate(uuids) if uuid and uuid.startswith(entry)]
+    if entry.startswith(("GPU-", "MIG-")):
+        candidates = list(uuids) + list(mig_uuids)
+        matches = [i for i, uuid in enumerate(candidates) if uuid and uuid.startswith(entry)]
         return matches[0] if len(matches) == 1 else None
-    return None  # MIG instances and anything else are not sampled per device
+    return None
 
 
 def visible_gpus(pynvml) -> list[GPUDevice]:
@@ -78,13 +96,42 @@ def visible_gpus(pynvml) -> list[GPUDevice]:
             # reported where its source is created.
             uuids.append("")
             names.append("unknown")
-    order = resolve_visible(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return [
-        GPUDevice(
-            index=tf_index, nvml_index=nvml_index, uuid=uuids[nvml_index], name=names[nvml_index]
-        )
-        for tf_index, nvml_index in enumerate(order)
-    ]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    # MIG slices are listed only when asked for: it costs NVML calls on every GPU otherwise.
+    slices = _mig_slices(pynvml, len(uuids)) if visible and "MIG-" in visible else []
+    order = resolve_visible(uuids, visible, [mig.uuid for mig in slices])
+    devices = []
+    for tf_index, position in enumerate(order):
+        if position < len(uuids):
+            devices.append(GPUDevice(tf_index, position, uuids[position], names[position]))
+        else:
+            mig = slices[position - len(uuids)]
+            devices.append(GPUDevice(tf_index, mig.nvml_index, mig.uuid, mig.name, mig.mig_index))
+    return devices
+
+
+def _mig_slices(pynvml, count: int) -> list[_MIGSlice]:
+    """Every MIG slice of every GPU in MIG mode."""
+    slices = []
+    for nvml_index in range(count):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index)
+            if pynvml.nvmlDeviceGetMigMode(handle)[0] != 1:
+                continue
+            slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+        except (pynvml.NVMLError, AttributeError):
+            continue  # no MIG on this GPU (or bindings without it)
+        for mig_index in range(slots):
+            try:
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, mig_index)
+                uuid, name = (
+                    _text(pynvml.nvmlDeviceGetUUID(mig)),
+                    _text(pynvml.nvmlDeviceGetName(mig)),
+                )
+            except pynvml.NVMLError:
+                continue  # an empty slot ("not found")
+            slices.append(_MIGSlice(uuid, name, nvml_index, mig_index))
+    return slices
 
 
 def driver_version(pynvml) -> str:

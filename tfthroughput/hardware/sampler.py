@@ -7,26 +7,15 @@ psutil, so it can be used outside Keras and checked on machines without TensorFl
 from __future__ import annotations
 
 import threading
+import time
 import warnings
-from array import array
 from collections.abc import Callable, Iterable
 from numbers import Real
-from typing import NamedTuple
 
-from tfthroughput.hardware.source import MonitoringWarning, Source, SourceLost
-from tfthroughput.hardware.stats import MetricStats, summarize
+from tfthroughput.hardware.source import MonitoringWarning, Reading, Source, SourceLost
+from tfthroughput.hardware.window import SampleKey, SampleStore, WindowStats, check_reading
 
 MIN_INTERVAL_SECONDS = 0.05
-
-
-class SampleKey(NamedTuple):
-    """Which series a sample belongs to: the source's name and the metric's name.
-
-    Kept as a pair all the way to the writer, which alone joins it into a tag.
-    """
-
-    source: str
-    metric: str
 
 
 def validate_interval(interval: object) -> float:
@@ -55,7 +44,9 @@ class Sampler:
 
     Samples are keyed by :class:`SampleKey` ``(source name, metric)``, e.g.
     ``SampleKey("gpu0", "utilization_percent")``.
-    :meth:`collect` summarises the window since the previous call and starts a new one.
+    :meth:`collect` summarises the window since the previous call and starts a new one. Samples
+    a source reports with their own times (NVML's sample buffers) are filed by those times, so
+    a window holds every such sample taken inside it, whatever ``interval`` is.
     A fault in a source never leaves the thread: a lost source is dropped with one warning,
     any other error is warned about once per source and kind, and sampling goes on.
 
@@ -71,6 +62,8 @@ class Sampler:
             lock held. Adapters use it to cut windows by time without a hook in the training
             loop. It must be quick; an exception from it is warned about once and sampling
             goes on.
+        clock: Monotonic seconds, the clock windows are cut by (buffered samples are placed
+            on it by their age), injectable for tests. Defaults to ``time.monotonic``.
 
     Example:
         >>> import time
@@ -90,6 +83,7 @@ class Sampler:
         keep_running: Callable[[], bool] | None = None,
         on_abandoned: Callable[[], None] | None = None,
         on_sample: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = validate_interval(interval)
         self._sources = list(sources)
@@ -102,12 +96,13 @@ class Sampler:
         self._keep_running = keep_running
         self._on_abandoned = on_abandoned
         self._on_sample = on_sample
+        self._clock = clock
         self._lock = threading.Lock()
         # Serialises whole samples: `collect(sample_now=True)` on the training thread may run
         # while the sampler thread samples, and sources are not thread-safe (a lost source
         # would also be dropped twice, the second `remove` raising).
         self._sample_lock = threading.Lock()
-        self._window: dict[SampleKey, array] = {}
+        self._store = SampleStore(clock())
         self._warned: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -124,38 +119,46 @@ class Sampler:
     def sample_once(self) -> None:
         """Read every source once and add the values to the current window."""
         with self._sample_lock:
-            readings: list[tuple[SampleKey, float]] = []
+            readings: list[tuple[SampleKey, Reading]] = []
             for source in list(self._sources):
                 try:
                     values = source.read()
+                    checked = [
+                        (SampleKey(source.name, metric), check_reading(value))
+                        for metric, value in values.items()
+                    ]
                 except SourceLost as error:
                     self._drop(source, str(error))
                     continue
                 except Exception as error:  # noqa: BLE001 - sampling must never break training
                     self._warn_once(source.name, type(error).__name__, f"{source.name}: {error!r}")
                     continue
-                readings.extend(
-                    (SampleKey(source.name, metric), value) for metric, value in values.items()
-                )
+                readings.extend(checked)
             with self._lock:
-                for key, value in readings:
-                    self._window.setdefault(key, array("d")).append(value)
+                # Timed samples carry their age at the read; the sampler's clock now, minus
+                # that age, is when they were taken on the clock its windows are cut by.
+                now = self._clock()
+                for key, reading in readings:
+                    self._store.add(key, reading, now)
 
-    def collect(self, *, sample_now: bool = False) -> dict[SampleKey, MetricStats]:
+    def collect(self, *, sample_now: bool = False) -> WindowStats:
         """Summarise the samples since the last call and start a new window.
 
         Args:
             sample_now: Take one sample first, so that a window shorter than the interval
-                still has a value. Defaults to False.
+                still has a value, and so that hardware samples taken since the last read are
+                filed into this window: read after the cut, they would belong to a window
+                already summarised and be dropped. Defaults to False.
 
         Returns:
-            Statistics per :class:`SampleKey` with at least one sample.
+            Statistics per :class:`SampleKey` with at least one sample: a ``dict`` whose
+            ``buffer_samples`` attribute counts, for metrics read from a hardware sample
+            buffer, that buffer's samples in the window.
         """
         if sample_now:
             self.sample_once()
         with self._lock:
-            window, self._window = self._window, {}
-        return {key: summarize(values) for key, values in sorted(window.items()) if values}
+            return self._store.cut(self._clock())
 
     def start(self) -> Sampler:
         """Start the sampling thread (idempotent while running)."""

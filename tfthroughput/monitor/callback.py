@@ -23,17 +23,24 @@ import functools
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import keras
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
-from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
+from tfthroughput.hardware.sampler import Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
-from tfthroughput.monitor.events import EventWriter, epoch_figures, logs_entries
+from tfthroughput.hardware.stats import STATISTIC_NAMES
+from tfthroughput.hardware.window import WindowStats
+from tfthroughput.monitor.events import (
+    EventWriter,
+    energy_joules,
+    epoch_figures,
+    logs_entries,
+    overstated_utilization_warning,
+)
 from tfthroughput.monitor.fit_watch import find_fit
 from tfthroughput.monitor.live import LiveRun
 from tfthroughput.monitor.windows import Window, parse_update_freq
@@ -54,10 +61,18 @@ class GPUMonitor(keras.callbacks.Callback):
     Tags (units in the README):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
-        ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/energy_joules``: energy
+        used in the epoch. ``gpu<i>/busy_but_idle_percent`` (where GPM's SM activity is read):
+        mean GPU-Util minus mean SM activity, clamped at 0; when GPU-Util (above 20 %) is at
+        least twice SM activity, one ``MonitoringWarning`` per ``fit`` says that tiny kernels
+        make GPU-Util overstate the work. ``epoch/seconds``, ``epoch/steps_per_second`` and,
+        given ``batch_size``, ``epoch/examples_per_second`` and ``epoch/joules_per_example``.
         Per window: the same under ``window/`` (``window/gpu0/utilization_percent/mean``,
         ``window/host/samples``, ``window/seconds``, ``window/steps_per_second``, ...).
+
+    It works under every Keras 3 backend (TensorFlow, JAX, PyTorch) and needs no TensorFlow:
+    events go through TensorBoard's own writer, steps come from the optimizer's iteration
+    counter.
 
     The run also gets a Custom Scalars layout listing only the sources and metrics it has,
     written once the first window or epoch has shown them
@@ -218,8 +233,9 @@ class GPUMonitor(keras.callbacks.Callback):
             return
         steps = self._steps_this_epoch()
         stats, seconds = training.end_epoch(epoch, steps)
-        figures = epoch_figures(seconds, steps, self.batch_size)
+        figures = epoch_figures(seconds, steps, self.batch_size, joules=energy_joules(stats))
         training.write_epoch(epoch, stats, figures)
+        self._warn_if_utilization_overstates(training, stats, epoch)
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
 
@@ -295,7 +311,9 @@ class GPUMonitor(keras.callbacks.Callback):
         if iterations is None:
             return None
         try:
-            return int(iterations.numpy())
+            # Keras's own scalar conversion, on every backend (a torch tensor on a GPU too);
+            # without the NumPy round trip that warns about `__array__` under NumPy 2.
+            return int(iterations)
         except Exception:  # noqa: BLE001 - fall back to Keras's own step count
             return None
 
@@ -305,10 +323,21 @@ class GPUMonitor(keras.callbacks.Callback):
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _selected(self, stats: Mapping[SampleKey, MetricStats]) -> Mapping[SampleKey, MetricStats]:
+    def _warn_if_utilization_overstates(
+        self, training: LiveRun, stats: WindowStats, epoch: int
+    ) -> None:
+        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
+        if training.warned_overstated_utilization:
+            return
+        message = overstated_utilization_warning(stats, epoch)
+        if message is not None:
+            training.warned_overstated_utilization = True
+            warnings.warn(message, MonitoringWarning, stacklevel=3)
+
+    def _selected(self, stats: WindowStats) -> WindowStats:
         if self.metrics is None:
             return stats
-        return {key: value for key, value in stats.items() if key.metric in self.metrics}
+        return stats.only(lambda key: key.metric in self.metrics)
 
     def _window_tick(self, training: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""

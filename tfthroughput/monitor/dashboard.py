@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from tensorboard.compat.proto import summary_pb2
+from tensorboard.compat.proto import summary_pb2, types_pb2
 from tensorboard.plugins.custom_scalar import layout_pb2
+from tensorboard.plugins.custom_scalar import metadata as custom_scalar_metadata
 
+from tfthroughput.hardware.activity import BUSY_BUT_IDLE, SM_ACTIVITY, UTILIZATION
 from tfthroughput.hardware.metrics import ALL_METRICS
 from tfthroughput.hardware.sampler import SampleKey
 
@@ -35,6 +37,7 @@ WINDOW_PREFIX = "window/"
 def hardware_layout(
     keys: Iterable[SampleKey],
     *,
+    totals: Iterable[SampleKey] = (),
     statistics: Sequence[str] = ("mean", "min", "max", "p95"),
     examples: bool = False,
     windows: bool = False,
@@ -43,6 +46,7 @@ def hardware_layout(
 
     Args:
         keys: The ``(source, metric)`` pairs the run has statistics for.
+        totals: The pairs it adds up per window instead (energy), logged without a statistic.
         statistics: The statistics the monitor logs; charts show the mean and p95 among them.
         examples: Whether ``examples_per_second`` is logged (the monitor was given
             ``batch_size``).
@@ -50,10 +54,12 @@ def hardware_layout(
             the training step).
 
     Returns:
-        Categories: "at a glance" first; then, with windows, GPUs and host per window; then
-        throughput, GPUs and host per epoch. A source family with no metric gets no category.
+        Categories: "at a glance" first; then, with windows, GPUs (with GPU-Util against SM
+        activity where SM activity is read) and host per window; then throughput, GPUs and host
+        per epoch. A source family with no metric gets no category.
     """
-    keys = sorted(set(keys), key=lambda key: (_ORDER.get(key.metric, len(_ORDER)), key))
+    totals = set(totals)
+    keys = sorted(set(keys) | totals, key=lambda key: (_ORDER.get(key.metric, len(_ORDER)), key))
     shown = [name for name in ("mean", "p95") if name in statistics] or [statistics[0]]
     first = "mean" if "mean" in statistics else statistics[0]
     # Every GPU shares its charts; any other source has its own. Title -> (tag pattern, metrics).
@@ -82,18 +88,36 @@ def hardware_layout(
         glance.append(_chart("host CPU [%]", rf"^{prefix}host/cpu_percent/{first}$"))
     categories = [_category(f"tfthroughput: at a glance ({per})", glance)]
 
+    total_metrics = {key.metric for key in totals}
+
     def per_source(prefix: str, per: str) -> list[layout_pb2.Category]:
         stats = "|".join(shown)
-        return [
-            _category(
-                f"tfthroughput: {title} ({' and '.join(shown)}, {per})",
-                [
-                    _chart(_titled(metric), rf"^{prefix}{pattern}/{metric}/({stats})$")
-                    for metric in metrics
-                ],
+        categories = []
+        for title, (pattern, metrics) in families.items():
+            charts = [
+                _chart(
+                    _titled(metric),
+                    rf"^{prefix}{pattern}/{metric}$"
+                    if metric in total_metrics
+                    else rf"^{prefix}{pattern}/{metric}/({stats})$",
+                )
+                for metric in metrics
+            ]
+            categories.append(
+                _category(f"tfthroughput: {title} ({' and '.join(shown)}, {per})", charts)
             )
-            for title, (pattern, metrics) in families.items()
-        ]
+            if title == "GPUs" and SM_ACTIVITY in metrics and UTILIZATION in metrics:
+                # GPU-Util beside what the SMs did: tiny kernels keep the first high and the
+                # second low (tfthroughput.hardware.activity).
+                regex = (
+                    rf"^{prefix}{pattern}/({UTILIZATION}/{first}|{SM_ACTIVITY}/{first}"
+                    rf"|{BUSY_BUT_IDLE})$"
+                )
+                chart = _chart("GPU-Util, SM activity and busy-but-idle [%]", regex)
+                categories.append(
+                    _category(f"tfthroughput: GPU-Util against SM activity ({per})", [chart])
+                )
+        return categories
 
     if windows:
         categories += per_source(WINDOW_PREFIX, per)
@@ -107,10 +131,16 @@ def hardware_layout(
 
 
 def layout_summary(layout: layout_pb2.Layout) -> summary_pb2.Summary:
-    """The layout as the summary TensorBoard's Custom Scalars plugin reads (no TensorFlow)."""
-    from tensorboard.plugins.custom_scalar import summary as custom_scalar_summary
-
-    return custom_scalar_summary.pb(layout)
+    """The layout as the summary TensorBoard's Custom Scalars plugin reads (its ``pb``), built
+    without TensorFlow: a string tensor holding the serialized layout."""
+    value = summary_pb2.Summary.Value(
+        tag=custom_scalar_metadata.CONFIG_SUMMARY_TAG,
+        metadata=custom_scalar_metadata.create_summary_metadata(),
+    )
+    value.tensor.dtype = types_pb2.DT_STRING
+    value.tensor.tensor_shape.SetInParent()  # rank 0: present and empty
+    value.tensor.string_val.append(layout.SerializeToString())
+    return summary_pb2.Summary(value=[value])
 
 
 def _titled(metric: str) -> str:

@@ -23,10 +23,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
-from tfthroughput.hardware.stats import MetricStats
+from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.events import (
     EventWriter,
+    energy_joules,
     epoch_figures,
     hardware_scalars,
     window_scalars,
@@ -35,8 +36,6 @@ from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
-
-Stats = Mapping[SampleKey, MetricStats]
 
 
 class LiveRun:
@@ -59,7 +58,7 @@ class LiveRun:
         statistics: Sequence[str],
         batch_size: int | None,
         clock: Callable[[], float],
-        select: Callable[[Stats], Stats],
+        select: Callable[[WindowStats], WindowStats],
     ) -> None:
         self.writer = writer
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
@@ -75,8 +74,10 @@ class LiveRun:
         self.recent: tuple[Window, ...] = ()  # replaced whole, so readers need no lock
         self.window_count = 0
         self._layout_keys: frozenset[SampleKey] | None = None  # what the written layout shows
+        self._layout_totals: frozenset[SampleKey] = frozenset()
         self._last_batch: int | None = None
         self.finished = False
+        self.warned_overstated_utilization = False
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
         """Start an epoch.
@@ -117,7 +118,7 @@ class LiveRun:
             if self._clock() - windows.window_start >= seconds:
                 self._cut(self.last_step, sample_now=False)
 
-    def end_epoch(self, epoch: int, steps: int | None) -> tuple[Stats, float | None]:
+    def end_epoch(self, epoch: int, steps: int | None) -> tuple[WindowStats, float | None]:
         """End the epoch in progress; ``steps`` is how many it took, if known.
 
         Returns:
@@ -138,7 +139,7 @@ class LiveRun:
             self._show_in_layout(epoch_stats, force=True)
         return epoch_stats, (now - windows.start if begun else None)
 
-    def write_epoch(self, epoch: int, stats: Stats, figures: Mapping[str, float]) -> None:
+    def write_epoch(self, epoch: int, stats: WindowStats, figures: Mapping[str, float]) -> None:
         self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
 
     def finish(self) -> None:
@@ -182,15 +183,18 @@ class LiveRun:
         self.window_count = window.index + 1
         if self.update.per_epoch:
             return  # the epoch's own tags say it all
-        figures = epoch_figures(window.seconds, window.steps, self._batch_size)
+        figures = epoch_figures(
+            window.seconds, window.steps, self._batch_size, joules=energy_joules(window.stats)
+        )
         scalars = window_scalars(window.stats, self._statistics, figures)
         self.writer.write(window.step, scalars, what="the window at step")
         self._show_in_layout(window.stats)
 
-    def _show_in_layout(self, stats: Stats, force: bool = False) -> None:
+    def _show_in_layout(self, stats: WindowStats, force: bool = False) -> None:
         """Write the Custom Scalars layout when the run shows a source or metric not in it."""
         written = self._layout_keys
-        keys = (written or frozenset()) | frozenset(stats)
+        keys = (written or frozenset()) | frozenset(stats) | frozenset(stats.totals)
+        self._layout_totals |= frozenset(stats.totals)
         if keys == written:
             return
         if written is None and not keys and not force:
@@ -198,6 +202,7 @@ class LiveRun:
         self._layout_keys = keys
         layout = hardware_layout(
             keys,
+            totals=self._layout_totals,
             statistics=self._statistics,
             examples=self._batch_size is not None,
             windows=not self.update.per_epoch,

@@ -18,8 +18,8 @@ import warnings
 from dataclasses import dataclass
 
 import keras
-import tensorflow as tf
 
+from tfthroughput._optional import import_tensorflow
 from tfthroughput._validation import check_folder_name, check_writable_folder
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.dip import DipTrigger
@@ -27,6 +27,9 @@ from tfthroughput.monitor.dip import DipTrigger
 # Text tag of the entry written after each capture on a dip, in the run that holds the trace.
 CAPTURE_TAG = "profile/capture"
 DEFAULT_STEPS = (10, 20)
+
+# It traces with TensorFlow's profiler, so unlike GPUMonitor it needs TensorFlow.
+tf = import_tensorflow("tfthroughput.ProfileSteps")
 
 # Since tensorboard-plugin-profile 2.20 the TensorBoard plugin lives in `xprof` (the old name is
 # a pass-through); older releases ship it in `tensorboard_plugin_profile` itself.
@@ -91,8 +94,11 @@ class ProfileSteps(keras.callbacks.Callback):
             None.
 
     Raises:
-        ImportError: If ``tensorboard-plugin-profile`` is not installed (without it TensorBoard
-            has no Profile tab to show the trace).
+        ImportError: If TensorFlow is not installed (importing this module raises it), or
+            ``tensorboard-plugin-profile`` is not (without it TensorBoard has no Profile tab to
+            show the trace).
+        ValueError: If Keras runs on another backend than TensorFlow, whose steps TensorFlow's
+            profiler would not see.
         TypeError, ValueError: For invalid arguments, naming the argument and value.
 
     Example:
@@ -116,6 +122,13 @@ class ProfileSteps(keras.callbacks.Callback):
             raise ImportError(
                 "ProfileSteps writes traces for TensorBoard's Profile tab, which needs "
                 "tensorboard-plugin-profile: pip install tensorboard-plugin-profile"
+            )
+        if keras.config.backend() != "tensorflow":
+            raise ValueError(
+                "ProfileSteps traces with TensorFlow's profiler, which sees only Keras's "
+                "TensorFlow backend: set KERAS_BACKEND=tensorflow, or use your backend's own "
+                "profiler (jax.profiler, torch.profiler). GPUMonitor works on every backend. "
+                f"Received: keras.config.backend()={keras.config.backend()!r}"
             )
         if not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
@@ -152,9 +165,7 @@ class ProfileSteps(keras.callbacks.Callback):
         if self.on_dip is not None:
             self.on_dip.begin_fit()
         if not self._idle():
-            check_writable_folder(
-                self.run_dir, name="log_dir", value=self.log_dir, owner="ProfileSteps"
-            )
+            check_writable_folder("log_dir", self.run_dir)
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.on_dip is not None:

@@ -9,12 +9,10 @@ those of all its windows' samples together, so cutting windows changes no epoch-
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tfthroughput._validation import parse_duration
-from tfthroughput.hardware.sampler import SampleKey
-from tfthroughput.hardware.stats import MetricStats, merge
+from tfthroughput.hardware.window import WindowStats, merge_windows
 
 PER_EPOCH = "epoch"
 
@@ -82,7 +80,8 @@ class Window:
             x-axis of its TensorBoard points, continuing across epochs and resumed runs.
         steps: Optimizer steps taken in it (at least 1).
         seconds: Its wall time.
-        stats: Statistics of the samples taken in it, per ``(source, metric)``.
+        stats: Statistics of the samples taken in it, per ``(source, metric)``, with its
+            buffer counts and totals (energy).
     """
 
     index: int
@@ -90,7 +89,7 @@ class Window:
     step: int
     steps: int
     seconds: float
-    stats: Mapping[SampleKey, MetricStats]
+    stats: WindowStats
 
     @property
     def steps_per_second(self) -> float | None:
@@ -98,8 +97,14 @@ class Window:
 
     def without_samples(self) -> Window:
         """The same window with only the statistics, to be kept for long at little cost."""
-        stats = {key: replace(stats, samples=()) for key, stats in self.stats.items()}
-        return replace(self, stats=stats)
+        slim = WindowStats(
+            {key: replace(stats, samples=()) for key, stats in self.stats.items()},
+            start=self.stats.start,
+            end=self.stats.end,
+            buffer_samples=self.stats.buffer_samples,
+            totals=self.stats.totals,
+        )
+        return replace(self, stats=slim)
 
 
 class EpochWindows:
@@ -119,9 +124,9 @@ class EpochWindows:
         self.window_start = start
         self.window_first_step = first_step
         self.next_index = first_index
-        self._parts: list[Mapping[SampleKey, MetricStats]] = []
+        self._parts: list[WindowStats] = []
 
-    def cut(self, stats: Mapping[SampleKey, MetricStats], now: float, step: int) -> Window | None:
+    def cut(self, stats: WindowStats, now: float, step: int) -> Window | None:
         """End the open window at ``now``, after ``step`` steps, and open the next one.
 
         Args:
@@ -150,12 +155,8 @@ class EpochWindows:
         self.next_index += 1
         return window
 
-    def epoch_stats(self) -> dict[SampleKey, MetricStats]:
-        """Statistics of every sample of the epoch's windows together."""
+    def epoch_stats(self) -> WindowStats:
+        """The epoch as one window: every sample of its windows together, totals added up."""
         if len(self._parts) == 1:
-            return dict(self._parts[0])
-        by_key: dict[SampleKey, list[MetricStats]] = {}
-        for part in self._parts:
-            for key, stats in part.items():
-                by_key.setdefault(key, []).append(stats)
-        return {key: merge(parts) for key, parts in sorted(by_key.items())}
+            return self._parts[0]
+        return merge_windows(self._parts)

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfthroughput._optional import import_tensorflow
+
 # TensorFlow raises RuntimeError with these words when the device configuration is changed after
 # the runtime has created its devices.
 _ALREADY_INITIALISED = "cannot be modified after being initialized"
@@ -68,16 +70,19 @@ def configure_gpus(
     Raises:
         GPUsAlreadyInitializedError: If TensorFlow has already initialised its GPUs (an op,
             model or dataset ran before this call), with what to do about it.
-        ValueError: If a GPU index is out of range or a memory limit is not a positive int.
         TypeError: If an argument has the wrong type.
+        ValueError: If a GPU index is negative or out of range, or a memory limit is not
+            positive. Arguments are checked in full also where there is no GPU, so a mistake
+            shows on the machine where the code is written.
 
     Example:
         >>> import tfthroughput
         >>> config = tfthroughput.configure_gpus(memory_growth=True)  # before anything else
-        >>> print(config)
-        no GPU visible to TensorFlow: nothing configured
+        >>> print(config)  # doctest: +SKIP
+        1 GPU(s) visible: /physical_device:GPU:0
+        memory growth on: /physical_device:GPU:0
     """
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.configure_gpus")
 
     return _configure(
         tf.config,
@@ -147,12 +152,9 @@ def _check_visible(visible: Sequence[int] | None, count: int) -> list[int]:
             f"`visible` must be a sequence of GPU indices or None. Received: visible={visible!r}"
         )
     for index in visible:
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(
-                f"`visible` must contain int GPU indices. Received: visible={visible!r}"
-            )
-        # Without GPUs there is nothing to select; asking for GPU 0 is then harmless.
-        if count and not 0 <= index < count:
+        _check_gpu_index("visible", visible, index)
+        # Without GPUs there is nothing to select, so only the upper bound waits for one.
+        if count and index >= count:
             raise ValueError(
                 f"`visible` indices must be in [0, {count}) for the {count} GPU(s) TensorFlow "
                 f"sees. Received: visible={visible!r}"
@@ -163,21 +165,35 @@ def _check_visible(visible: Sequence[int] | None, count: int) -> list[int]:
 def _check_limits(
     memory_limit_mb: int | Mapping[int, int] | None, indices: list[int], count: int
 ) -> dict[int, int]:
+    """The limit per visible GPU index; checked in full even without a GPU to apply it to."""
     if memory_limit_mb is None:
         return {}
-    if isinstance(memory_limit_mb, Mapping):
-        limits = dict(memory_limit_mb)
-    else:
-        limits = {index: memory_limit_mb for index in indices}
-    for index, limit in limits.items():
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise ValueError(
-                "`memory_limit_mb` must be a positive int (megabytes) or a mapping of GPU "
-                f"index to one. Received: memory_limit_mb={memory_limit_mb!r}"
-            )
+    per_gpu = isinstance(memory_limit_mb, Mapping)
+    if per_gpu:
+        for index in memory_limit_mb:
+            _check_gpu_index("memory_limit_mb", memory_limit_mb, index)
+    for limit in memory_limit_mb.values() if per_gpu else [memory_limit_mb]:
+        expected = (
+            "`memory_limit_mb` must be a positive int (megabytes) or a mapping of GPU index to "
+            f"one. Received: memory_limit_mb={memory_limit_mb!r}"
+        )
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(expected)
+        if limit <= 0:
+            raise ValueError(expected)
+    if not per_gpu:
+        return {index: memory_limit_mb for index in indices}
+    for index in memory_limit_mb:
         if count and index not in indices:
             raise ValueError(
                 f"`memory_limit_mb` names GPU {index}, which is not visible (visible: "
                 f"{indices}). Received: memory_limit_mb={memory_limit_mb!r}"
             )
-    return limits
+    return dict(memory_limit_mb)
+
+
+def _check_gpu_index(name: str, value: object, index: object) -> None:
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"`{name}` must use int GPU indices. Received: {name}={value!r}")
+    if index < 0:
+        raise ValueError(f"`{name}` must use GPU indices of 0 or more. Received: {name}={value!r}")

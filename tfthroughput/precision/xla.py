@@ -5,10 +5,13 @@ clearly (or falls back) when XLA cannot compile a function.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tfthroughput._optional import import_tensorflow
 
 # Fragments of the messages TensorFlow raises when XLA cannot compile a graph (unsupported op,
 # shape that must be known at compile time, ...), as opposed to errors of the computation.
@@ -22,6 +25,9 @@ _XLA_FAILURE_MARKERS = (
     "XLA_CPU_JIT",
     "XLA_GPU_JIT",
 )
+
+# The XLA flag that lets auto-clustering compile CPU ops (it clusters only GPU ops otherwise).
+_CPU_JIT_FLAG = "--tf_xla_cpu_global_jit"
 
 
 class XlaCompilationError(RuntimeError):
@@ -42,17 +48,27 @@ def xla_compile_kwargs(enabled: bool | str = True) -> dict[str, bool]:
         ``{"jit_compile": <bool>}``.
 
     Raises:
-        ValueError: If ``enabled`` is not a bool or ``"auto"``.
+        TypeError: If ``enabled`` is neither a bool nor a string.
+        ValueError: If ``enabled`` is a string other than ``"auto"``.
 
     Example:
-        >>> model.compile(optimizer="adam", loss="mse", **xla_compile_kwargs())
+        >>> xla_compile_kwargs()
+        {'jit_compile': True}
+        >>> model.compile(optimizer="adam", loss="mse", **xla_compile_kwargs())  # doctest: +SKIP
     """
-    if enabled == "auto" and isinstance(enabled, str):
-        from tfthroughput.precision.policy import recommend_precision
+    if isinstance(enabled, str):
+        if enabled != "auto":
+            raise ValueError(
+                f"`enabled` must be True, False or 'auto'. Received: enabled={enabled!r}"
+            )
+        from tfthroughput.precision.rules import recommend_precision
 
         return {"jit_compile": recommend_precision().xla}
     if not isinstance(enabled, bool):
-        raise ValueError(f"`enabled` must be True, False or 'auto'. Received: enabled={enabled!r}")
+        raise TypeError(
+            "`enabled` must be True, False or 'auto'. "
+            f"Received: enabled={enabled!r} (of type {type(enabled).__name__})"
+        )
     return {"jit_compile": enabled}
 
 
@@ -96,16 +112,42 @@ class JitChange:
 
 
 def _auto_clustering_enabled() -> bool:
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
 
     return tf.config.optimizer.get_jit() == "autoclustering"
 
 
 def _set_auto_clustering(enabled: bool) -> None:
-    import tensorflow as tf
+    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
 
     # `False`, not "": TensorFlow's documented off value.
     tf.config.optimizer.set_jit("autoclustering" if enabled else False)
+
+
+def _cpu_clustering_flag_set(xla_flags: str) -> bool:
+    """Whether ``TF_XLA_FLAGS`` lets auto-clustering compile ops placed on the CPU."""
+    for token in xla_flags.split():
+        name, _, value = token.partition("=")
+        if name == _CPU_JIT_FLAG:
+            return value.lower() not in ("false", "0")
+    return False
+
+
+def _warn_if_nothing_to_cluster() -> None:
+    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
+
+    if tf.config.list_physical_devices("GPU") or _cpu_clustering_flag_set(
+        os.environ.get("TF_XLA_FLAGS", "")
+    ):
+        return
+    warnings.warn(
+        "XLA auto-clustering is on, but TensorFlow clusters only GPU ops unless "
+        f"TF_XLA_FLAGS={_CPU_JIT_FLAG} is set before TensorFlow starts, and no GPU is "
+        "visible: nothing will be compiled. Set that variable to compile on the CPU, or use "
+        "jit_compile=True (xla_compile_kwargs(), @jit_compile), which compiles on any device.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def xla_auto_clustering(enabled: bool = True) -> JitChange:
@@ -116,6 +158,10 @@ def xla_auto_clustering(enabled: bool = True) -> JitChange:
     so the switch returns a :class:`JitChange` that puts the previous setting back.
     Functions already traced keep the setting they were traced with.
 
+    TensorFlow clusters only ops placed on a GPU unless ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit``
+    is set before it starts; turning auto-clustering on without a GPU and without that flag
+    would change nothing, so it warns.
+
     Args:
         enabled: Defaults to ``True``: turn auto-clustering on. ``False`` turns it off.
 
@@ -125,16 +171,24 @@ def xla_auto_clustering(enabled: bool = True) -> JitChange:
     Raises:
         TypeError: If ``enabled`` is not a bool.
 
+    Warns:
+        UserWarning: When turning it on with no GPU visible and without the CPU flag.
+
     Example:
-        >>> with xla_auto_clustering():
+        >>> with xla_auto_clustering():  # doctest: +SKIP
         ...     model.fit(dataset, epochs=1)  # a new train function, traced with clustering
         >>> print(xla_auto_clustering(False))  # one-shot
         XLA auto-clustering unchanged: off
     """
     if not isinstance(enabled, bool):
-        raise TypeError(f"`enabled` must be a bool. Received: enabled={enabled!r}")
+        raise TypeError(
+            f"`enabled` must be a bool. Received: enabled={enabled!r} "
+            f"(of type {type(enabled).__name__})"
+        )
     previous = _auto_clustering_enabled()
     _set_auto_clustering(enabled)
+    if enabled:
+        _warn_if_nothing_to_cluster()
     return JitChange(previous=previous, current=enabled)
 
 
@@ -193,7 +247,7 @@ class _JitFunction:
     def __init__(
         self, fn: Callable[..., Any], fallback: bool, function_kwargs: dict[str, Any]
     ) -> None:
-        import tensorflow as tf
+        tf = import_tensorflow("tfthroughput.jit_compile")
 
         self._python_function = fn
         self._fallback = fallback

@@ -1,0 +1,105 @@
+"""One default trial of :func:`tfthroughput.find_batch_size`: a fresh model fit at one batch size.
+
+It times ``steps`` training steps after as many warm-up steps and, with a memory ceiling,
+measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis._trial_memory`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import keras
+import tensorflow as tf
+
+from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
+
+
+def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
+    if isinstance(data, tf.data.Dataset):
+
+        def make(batch_size: int) -> tf.data.Dataset:
+            return data.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+        return make
+    if callable(data):
+
+        def make(batch_size: int) -> tf.data.Dataset:
+            dataset = data(batch_size)
+            if not isinstance(dataset, tf.data.Dataset):
+                raise TypeError(
+                    "`data` must return a tf.data.Dataset when called with a batch size. "
+                    f"Received: data({batch_size}) returned {dataset!r}"
+                )
+            return dataset.repeat()
+
+        return make
+    raise TypeError(
+        "`data` must be a callable (batch_size -> tf.data.Dataset) or an unbatched "
+        f"tf.data.Dataset. Received: data={data!r} of type {type(data).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class _Ceiling:
+    limit_bytes: int
+    search_start_bytes: int  # RSS at the start of the search, after freeing what could be
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What a default trial measured: its speed, and its own peak memory if asked for."""
+
+    examples_per_second: float
+    memory_bytes: int | None
+
+
+class _DoesNotFit(Exception):
+    def __init__(self, reason: str, memory_bytes: int | None = None) -> None:
+        super().__init__(reason)
+        self.memory_bytes = memory_bytes
+
+
+def _default_trial(
+    build_model: Callable[[], keras.Model],
+    make_dataset: Callable[[int], tf.data.Dataset],
+    batch_size: int,
+    steps: int,
+    ceiling: _Ceiling | None,
+    clock: Callable[[], float],
+) -> _Measured:
+    keras.backend.clear_session()  # also collects garbage (free_memory=True)
+    if ceiling is None:
+        seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
+        memory_bytes = None
+    else:
+        _release_free_memory()
+        with _PeakAdded() as memory:
+            seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
+        memory_bytes = memory.added
+        peak = ceiling.search_start_bytes + memory_bytes
+        if peak > ceiling.limit_bytes:
+            raise _DoesNotFit(
+                f"process RSS peaked at {peak:,} bytes counting this trial alone "
+                f"({ceiling.search_start_bytes:,} at the search's start + {memory_bytes:,}), "
+                f"over memory_limit_bytes={ceiling.limit_bytes:,}",
+                memory_bytes,
+            )
+    speed = batch_size * steps / seconds if seconds > 0 else math.inf
+    return _Measured(speed, memory_bytes)
+
+
+def _fit_at(
+    build_model: Callable[[], keras.Model],
+    make_dataset: Callable[[int], tf.data.Dataset],
+    batch_size: int,
+    steps: int,
+    clock: Callable[[], float],
+) -> float:
+    """Seconds of one timed epoch of ``steps`` steps, on a fresh model, at ``batch_size``."""
+    model = build_model()
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
+    return _timed_fit(model, make_dataset(batch_size), steps=steps, repeats=1, clock=clock)[0]

@@ -1,0 +1,105 @@
+"""The memory a piece of code adds to this process at its peak, over its own starting point.
+
+``find_batch_size`` runs its trials one after another in one process. What an earlier trial
+leaves behind (memory Keras's ``clear_session`` does not return, free heap pages the C
+allocator keeps) must not count against a later one, and a later trial must not look small by
+reusing pages an earlier one kept. So, before each trial, free memory is handed back to the
+system (garbage collection, then glibc's ``malloc_trim``), the trial's starting RSS is read, and
+its peak is taken relative to that start: from the kernel's own high-water mark, reset at the
+start (``/proc/self/clear_refs``, Linux), or else by sampling RSS every 10 ms (psutil), which can
+miss shorter spikes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import sys
+import threading
+
+import psutil
+
+# How often RSS is sampled where the kernel's high-water mark cannot be reset, in seconds.
+_RSS_INTERVAL = 0.01
+_STATUS = "/proc/self/status"
+_CLEAR_REFS = "/proc/self/clear_refs"
+_RESET_PEAK = "5"  # clear_refs: reset the peak RSS (VmHWM) to the current RSS, Linux >= 4.0
+
+
+def _release_free_memory() -> None:
+    """Collect garbage and return the C heap's free pages to the system where glibc allows."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+            pass
+
+
+def _rss() -> int:
+    """This process's resident set size, in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+def _reset_kernel_peak() -> bool:
+    try:
+        with open(_CLEAR_REFS, "w") as clear_refs:
+            clear_refs.write(_RESET_PEAK)
+        return _kernel_peak() is not None
+    except OSError:
+        return False
+
+
+def _kernel_peak() -> int | None:
+    """VmHWM, the kernel's record of the peak RSS, in bytes (``None`` where not available)."""
+    try:
+        with open(_STATUS) as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class _PeakAdded:
+    """Context manager: ``added`` is the peak RSS inside it minus the RSS at its start, in bytes.
+
+    Call :func:`_release_free_memory` first, so that the start does not include free pages a
+    trial could reuse without adding to the RSS. ``exact`` tells whether the kernel's
+    high-water mark was used (``True``) or RSS was sampled (``False``).
+    """
+
+    def __init__(self, interval: float = _RSS_INTERVAL) -> None:
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sampled_peak = 0
+        self.start = 0
+        self.added = 0
+        self.exact = False
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while not self._stop.wait(self._interval):
+            self._sampled_peak = max(self._sampled_peak, process.memory_info().rss)
+
+    def __enter__(self) -> _PeakAdded:
+        self.start = _rss()
+        self.exact = _reset_kernel_peak()
+        if not self.exact:
+            self._sampled_peak = self.start
+            self._thread = threading.Thread(
+                target=self._sample, name="tfthroughput-rss", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        peak = _kernel_peak() if self.exact else None
+        if peak is None:
+            peak = max(self._sampled_peak, _rss())
+        self.added = max(0, peak - self.start)
