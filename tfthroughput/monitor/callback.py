@@ -23,6 +23,7 @@ from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import SampleKey, Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.stats import STATISTIC_NAMES, MetricStats
+from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.events import (
     EventWriter,
     epoch_figures,
@@ -30,6 +31,8 @@ from tfthroughput.monitor.events import (
     logs_entries,
 )
 from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.input_activity import InputActivitySource
+from tfthroughput.monitor.strategy import find_placement, global_batch_size
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
 
@@ -44,6 +47,8 @@ class _Training:
         self.epoch_start = 0.0
         self.iterations_at_epoch_start: int | None = None
         self.finished = False
+        self.batch_size: int | None = None  # global: examples per step across every replica
+        self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -57,7 +62,15 @@ class GPUMonitor(keras.callbacks.Callback):
         ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
         ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
         ``host``. ``<source>/samples``: samples in the epoch. ``epoch/seconds``,
-        ``epoch/steps_per_second`` and, given ``batch_size``, ``epoch/examples_per_second``.
+        ``epoch/steps_per_second`` and, when the batch size is known,
+        ``epoch/examples_per_second``.
+
+    Under a ``tf.distribute`` strategy (model built in ``strategy.scope()``) it samples every
+    GPU of the process, so every local replica's, and counts examples with the global batch.
+    Under MultiWorkerMirroredStrategy each worker writes ``<log_dir>/<run_name>/<task_type>_
+    <index>``, the workers exchange a summary at each epoch end, and the chief writes
+    ``<log_dir>/cluster`` (see :mod:`tfthroughput.monitor.cluster_summary`); every worker must
+    run a GPUMonitor.
 
     The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
     before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
@@ -69,8 +82,10 @@ class GPUMonitor(keras.callbacks.Callback):
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
         metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
-        batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
-            callbacks the batch size, so it is logged only when given. Defaults to None.
+        batch_size: Examples per step across every replica (the global batch), for
+            ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
+            and ``tf.data`` pipelines with a constant batch size), with one
+            ``MonitoringWarning`` when it cannot be read.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
             ``steps_per_second``, ``examples_per_second``, for ``History``, ``CSVLogger`` and
@@ -129,16 +144,21 @@ class GPUMonitor(keras.callbacks.Callback):
         self._clock = clock
         self._training: _Training | None = None
         self._entered = False
+        self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
 
     @property
     def run_dir(self) -> str:
-        """Where the event files go: ``<log_dir>/<run_name>``."""
-        return os.path.join(self.log_dir, self.run_name)
+        """Where the event files go: ``<log_dir>/<run_name>``, or
+        ``<log_dir>/<run_name>/<task_type>_<index>`` on each worker of a
+        MultiWorkerMirroredStrategy cluster (known once ``fit`` has started)."""
+        return os.path.join(self.log_dir, self.run_name, *filter(None, [self._worker_folder]))
 
     # Keras hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
         self._shutdown()  # a previous run driven by hand may still be open
+        placement = find_placement(self.model)
+        self._worker_folder = placement.worker_name
         writer = EventWriter(self.run_dir, self.log_dir)
         fit_call = find_fit()
         if fit_call is None and not self._entered:
@@ -151,15 +171,21 @@ class GPUMonitor(keras.callbacks.Callback):
             )
         factory = self._source_factory or (lambda: default_sources(self.metrics))
         training = _Training(writer)
+        training.batch_size = global_batch_size(self.batch_size, in_fit=fit_call is not None)
         try:
+            extra = [InputActivitySource()] if placement.multi_worker else []
+            if placement.multi_worker:
+                training.cluster = ClusterExchange(placement, self.log_dir)
             training.sampler = Sampler(
-                factory(),
+                [*factory(), *extra],
                 self.interval,
                 keep_running=None if fit_call is None else fit_call.is_running,
                 on_abandoned=functools.partial(self._abandon, training),
             )
         except BaseException:
             writer.close()
+            if training.cluster is not None:
+                training.cluster.close()
             raise
         self._training = training
         training.sampler.start()
@@ -177,11 +203,16 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        stats = self._selected(training.sampler.collect(sample_now=True))
+        sampled = training.sampler.collect(sample_now=True)
+        stats = self._selected(sampled)
         figures = epoch_figures(
-            self._clock() - training.epoch_start, self._steps_this_epoch(training), self.batch_size
+            self._clock() - training.epoch_start,
+            self._steps_this_epoch(training),
+            training.batch_size,
         )
         training.writer.write(epoch, hardware_scalars(stats, self.statistics, figures))
+        if training.cluster is not None:  # every worker, every epoch: the others wait for it
+            training.cluster.epoch_end(epoch, sampled, figures.get("seconds"))
         training.epoch = None
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
@@ -255,6 +286,8 @@ class GPUMonitor(keras.callbacks.Callback):
             training.writer.write(training.epoch, hardware_scalars(stats, self.statistics, {}))
             training.epoch = None
         training.writer.close()
+        if training.cluster is not None:
+            training.cluster.close()
 
     def _abandon(self, training: _Training) -> None:
         """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
