@@ -1,12 +1,12 @@
 """The per-epoch exchange between the workers of a MultiWorkerMirroredStrategy cluster.
 
 At every epoch end each worker's monitor puts its summary row (:func:`worker_row`, eleven
-floats) on every local replica and calls ``strategy.gather``: one all-gather through the
-strategy's own collectives (gRPC or NCCL, whatever the strategy uses for gradients), so no
-shared filesystem is needed. Every worker must take part in every exchange, or the others wait
-for it, so a worker with no GPU or no NVML sends NaN where it has nothing, and a fault while
-building the row sends a row of NaN rather than skipping the exchange. The chief reads the
-rows back (:func:`summarize_cluster`) and writes the ``cluster`` run.
+floats) into its line of a small matrix and the strategy sums the matrices of all workers: one
+all-reduce through the strategy's own collectives (gRPC or NCCL, whatever it uses for
+gradients), so no shared filesystem is needed. Every worker must take part in every exchange,
+or the others wait for it, so a worker with no GPU or no NVML sends NaN where it has nothing,
+and a fault while building the row sends a row of NaN rather than skipping the exchange. The
+chief reads the rows back (:func:`summarize_cluster`) and writes the ``cluster`` run.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
@@ -78,7 +80,9 @@ class ClusterExchange:
             row = (float(self.placement.rank),) + (NAN,) * (len(WORKER_FIELDS) - 1)
         start = self._clock()
         try:
-            rows = all_gather_rows(self.placement.strategy, row)
+            rows = all_gather_rows(
+                self.placement.strategy, row, self.placement.rank, len(self.placement.worker_names)
+            )
         except Exception as error:  # noqa: BLE001 - monitoring must not stop training
             self._failed = True
             warnings.warn(
@@ -109,24 +113,32 @@ class ClusterExchange:
             self.writer.close()
 
 
-def all_gather_rows(strategy, row: tuple[float, ...]) -> list[list[float]]:
-    """Every replica's copy of every worker's ``row``: one ``strategy.gather``.
+def all_gather_rows(strategy, row: Sequence[float], rank: int, workers: int) -> list[list[float]]:
+    """Every worker's ``row``, in rank order: one all-reduce (sum) of a small matrix.
+
+    Each worker writes its row into its own line of a ``workers x len(row)`` matrix of zeros
+    and the strategy sums the matrices, the same collective that sums gradients, once
+    (``strategy.gather`` would take two: the shapes, then the values). A worker with several
+    local replicas puts ``row / replicas`` on each, so the sum holds the row (exactly for a
+    power-of-two count, to a rounding error otherwise). NaN stays NaN.
 
     Args:
         strategy: A ``tf.distribute`` strategy (MultiWorkerMirroredStrategy here).
         row: This worker's floats; every worker's row has the same length.
+        rank: This worker's line, ``0 <= rank < workers``.
+        workers: Workers in the cluster.
 
     Returns:
-        One row per replica of the cluster (a worker with several replicas appears several
-        times), as Python floats.
+        ``workers`` rows of floats.
     """
     import tensorflow as tf
 
-    local = tf.constant([row], dtype=tf.float64)
-    per_replica = strategy.experimental_distribute_values_from_function(
-        lambda _: tf.identity(local)
-    )
-    return strategy.gather(per_replica, axis=0).numpy().tolist()
+    local_replicas = max(1, len(strategy.extended.worker_devices))
+    matrix = np.zeros((workers, len(row)), dtype=np.float64)
+    matrix[rank] = np.asarray(row, dtype=np.float64) / local_replicas
+    mine = tf.constant(matrix)
+    per_replica = strategy.experimental_distribute_values_from_function(lambda _: tf.identity(mine))
+    return strategy.reduce("SUM", per_replica, axis=None).numpy().tolist()
 
 
 def _usable_cpus() -> int:

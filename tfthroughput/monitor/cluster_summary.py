@@ -156,7 +156,7 @@ def summarize_cluster(rows: Sequence[Sequence[float]], names: Sequence[str]) -> 
                 f"each row must hold {len(WORKER_FIELDS)} values. Received: {list(row)!r}"
             )
         fields = dict(zip(WORKER_FIELDS, (float(value) for value in row), strict=True))
-        rank = int(fields["rank"])
+        rank = round(fields["rank"])
         if not 0 <= rank < len(names):
             raise ValueError(f"a row names rank {rank}, but there are {len(names)} workers")
         by_rank.setdefault(rank, fields)
@@ -239,7 +239,7 @@ def _worker(name: str, fields: Mapping[str, float]) -> WorkerEpoch:
     return WorkerEpoch(
         name=name,
         epoch_seconds=_known(fields["epoch_seconds"]),
-        gpus=0 if math.isnan(fields["gpus"]) else int(fields["gpus"]),
+        gpus=0 if math.isnan(fields["gpus"]) else round(fields["gpus"]),
         gpu_utilization=spread("gpu_utilization"),
         sm_activity=spread("sm_activity"),
         process_cpu_share_percent=_known(fields["process_cpu_share_percent"]),
