@@ -10,13 +10,20 @@ test reads both workers' hardware runs and the chief's cluster run back.
 from __future__ import annotations
 
 import json
+import math
 import os
+import warnings
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 from events import read_scalars
 from fake_nvml import ENV_VARS
 from loopback_cluster import run_cluster
+
+from tfthroughput import MonitoringWarning
+from tfthroughput.monitor.cluster import ClusterExchange, all_gather_rows
+from tfthroughput.monitor.strategy import Placement
 
 REPO = Path(__file__).resolve().parents[1]
 EPOCHS = 3
@@ -108,10 +115,14 @@ def _run_cluster(tmp_path: Path, fake_nvml_dir: Path) -> list[dict]:
         },
     ]
     code = f"EPOCHS, GLOBAL_BATCH, STEPS = {EPOCHS}, {GLOBAL_BATCH}, {STEPS_PER_EPOCH}\n" + _WORKER
+    finished = run_cluster(code, envs, DEADLINE)
+    report = "\n".join(
+        f"worker {i} ({code}):\n{output}" for i, (code, output) in enumerate(finished)
+    )
     results = []
-    for index, (returncode, output) in enumerate(run_cluster(code, envs, DEADLINE)):
+    for returncode, output in finished:
         lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
-        assert returncode == 0 and lines, f"worker {index} failed ({returncode}):\n{output}"
+        assert returncode == 0 and lines, report
         results.append(json.loads(lines[-1].removeprefix("RESULT ")))
     return results
 
@@ -172,3 +183,25 @@ def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(tmp_pa
         assert dict(cluster["straggler/lead_percent"])[epoch] >= 10.0
     exchange = [seconds for _, seconds in cluster["cluster/exchange_seconds"]]
     assert len(exchange) == EPOCHS and all(0 < seconds < 5 for seconds in exchange)
+
+
+def test_a_failed_exchange_is_warned_about_once_and_not_retried(tmp_path):
+    placement = Placement(
+        replicas=2, worker_names=("worker_0", "worker_1"), rank=0, strategy=object()
+    )
+    exchange = ClusterExchange(placement, str(tmp_path))
+    with pytest.warns(MonitoringWarning, match="could not exchange epoch 0's summary") as caught:
+        assert exchange.epoch_end(0, {}, 1.0) is None
+    assert len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exchange.epoch_end(1, {}, 1.0) is None
+    exchange.close()
+    assert "cluster/workers" not in read_scalars(tmp_path / "cluster")
+
+
+def test_with_one_replica_the_exchange_returns_the_row_in_its_line():
+    row = (1.0, 2.5, float("nan"))
+    rows = all_gather_rows(tf.distribute.get_strategy(), row, rank=1, workers=3)
+    assert rows[0] == rows[2] == [0.0, 0.0, 0.0]
+    assert rows[1][:2] == [1.0, 2.5] and math.isnan(rows[1][2])

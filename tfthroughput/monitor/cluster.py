@@ -133,11 +133,17 @@ def all_gather_rows(strategy, row: Sequence[float], rank: int, workers: int) -> 
     """
     import tensorflow as tf
 
-    local_replicas = max(1, len(strategy.extended.worker_devices))
     matrix = np.zeros((workers, len(row)), dtype=np.float64)
-    matrix[rank] = np.asarray(row, dtype=np.float64) / local_replicas
-    mine = tf.constant(matrix)
-    per_replica = strategy.experimental_distribute_values_from_function(lambda _: tf.identity(mine))
+    matrix[rank] = row
+
+    def on_each_replica(share: float):
+        line = tf.constant(matrix * share)
+        return strategy.experimental_distribute_values_from_function(lambda _: tf.identity(line))
+
+    per_replica = on_each_replica(1.0)
+    local_replicas = len(strategy.experimental_local_results(per_replica))
+    if local_replicas > 1:
+        per_replica = on_each_replica(1.0 / local_replicas)
     return strategy.reduce("SUM", per_replica, axis=None).numpy().tolist()
 
 
