@@ -10,7 +10,8 @@ on each, alternated round by round after a warm-up:
 
 Each call waits for both workers, so its time is one collective round trip. The summary is the
 exchange's median over the scalar all-reduce's median. On a shared 2-core machine the two
-workers and TensorFlow's threads compete for the cores: figures are noisy.
+workers and TensorFlow's threads compete for the cores: figures are noisy. TensorFlow's gRPC
+servers listen on every interface (whatever TF_CONFIG says) for the few seconds this runs.
 
     python benchmarks/cluster_exchange.py [--rounds 30]
 """
@@ -38,7 +39,7 @@ def _worker(rounds: int) -> None:
     from tfthroughput.monitor.cluster import all_gather_rows
     from tfthroughput.monitor.strategy import find_placement
 
-    placement = find_placement(_Model(strategy))
+    placement = find_placement(_Model(strategy))  # this worker's rank, as GPUMonitor finds it
     workers = len(placement.worker_names)
 
     def exchange():
