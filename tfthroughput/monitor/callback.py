@@ -250,7 +250,13 @@ class GPUMonitor(keras.callbacks.Callback):
         """A monitor with this one's settings and none of its live state or Keras binding."""
         clone = type(self).__new__(type(self))
         memo[id(self)] = clone
-        unstarted = {"_training": None, "_entered": False, "_model": None, "params": None}
+        unstarted = {
+            "_training": None,
+            "_entered": False,
+            "_model": None,
+            "params": None,
+            "_worker_folder": None,
+        }
         for name, value in vars(self).items():
             clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
         return clone

@@ -145,9 +145,9 @@ def fit_batch_size() -> int | None:
     adapter = getattr(found.get("epoch_iterator"), "data_adapter", None)
     try:
         size = _positive_int(getattr(adapter, "batch_size", None))
-    except Exception:  # noqa: BLE001 - an adapter that cannot tell
-        size = None
-    return size if size is not None else dataset_batch_size(found.get("x"))
+        return size if size is not None else dataset_batch_size(found.get("x"))
+    except Exception:  # noqa: BLE001 - data that cannot tell must not stop training
+        return None
 
 
 def dataset_batch_size(dataset: object) -> int | None:
