@@ -173,8 +173,9 @@ class GPUMonitor(keras.callbacks.Callback):
         training = _Training(writer)
         training.batch_size = global_batch_size(self.batch_size, in_fit=fit_call is not None)
         try:
-            extra = [InputActivitySource()] if placement.multi_worker else []
-            if placement.multi_worker:
+            extra: list[Source] = []
+            if placement.multi_worker:  # the cluster exchange, and whether input runs Python
+                extra.append(InputActivitySource())
                 training.cluster = ClusterExchange(placement, self.log_dir)
             training.sampler = Sampler(
                 [*factory(), *extra],
