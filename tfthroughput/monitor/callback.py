@@ -215,8 +215,9 @@ class GPUMonitor(keras.callbacks.Callback):
             select=self._selected,
         )
         try:
-            extra = [InputActivitySource()] if placement.multi_worker else []
-            if placement.multi_worker:
+            extra: list[Source] = []
+            if placement.multi_worker:  # the cluster exchange, and whether input runs Python
+                extra.append(InputActivitySource())
                 training.cluster = ClusterExchange(placement, self.log_dir)
             training.sampler = Sampler(
                 [*factory(), *extra],
