@@ -92,10 +92,13 @@ class LiveRun:
         # The epoch's last batch leaves its window to the epoch's end, which ends it anyway.
         self._last_batch = steps - 1 if steps else None
         with self._lock:
+            # The clock is read before the sampler's window is cut, so the epoch's span holds
+            # everything its window does (energy included): never a joule more than its time.
+            start = self._clock()
             self.sampler.collect()  # drop samples taken between epochs
             if first_step is not None:
                 self.last_step = first_step
-            self.windows = EpochWindows(epoch, self._clock(), self.last_step, self.window_count)
+            self.windows = EpochWindows(epoch, start, self.last_step, self.window_count)
 
     def batch_end(self, batch: int) -> None:
         """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
