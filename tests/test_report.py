@@ -8,8 +8,9 @@ import os
 import pytest
 import tensorflow as tf
 
+from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.report import TENSORBOARD_TAGS, DiagnosisReport
-from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds, Recommendation
+from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds
 
 
 def _report(gpu=None, sm=None) -> DiagnosisReport:

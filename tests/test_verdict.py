@@ -10,6 +10,7 @@ import tensorflow as tf
 import tfthroughput
 from tfthroughput import DeviceDescription, build_pipeline, lint_pipeline
 from tfthroughput.data.autotune import StageMeasurement
+from tfthroughput.diagnosis.recommendations import recommendations
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
     COMPUTE_BOUND,
@@ -17,7 +18,6 @@ from tfthroughput.diagnosis.verdict import (
     LAUNCH_OVERHEAD_BOUND,
     DiagnosisThresholds,
     input_bound_fraction,
-    recommendations,
     verdict,
 )
 

@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyChange": "tfthroughput.precision.policy",
     "PrecisionRecommendation": "tfthroughput.precision.rules",
     "ProfileSteps": "tfthroughput.monitor.profiling",
-    "Recommendation": "tfthroughput.diagnosis.verdict",
+    "Recommendation": "tfthroughput.diagnosis.recommendations",
     "Sampler": "tfthroughput.hardware.sampler",
     "StageMeasurement": "tfthroughput.data.autotune",
     "XlaCompilationError": "tfthroughput.precision.xla",

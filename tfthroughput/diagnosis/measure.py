@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 import statistics
 import time
 from collections.abc import Callable
@@ -16,17 +14,18 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
+from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis.recommendations import SPEED_RULES, recommendations
 from tfthroughput.diagnosis.report import DiagnosisReport
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
     INPUT_BOUND,
-    SPEED_RULES,
     DiagnosisThresholds,
     input_bound_fraction,
     per,
-    recommendations,
     verdict,
 )
 from tfthroughput.hardware.utilization import gpu_utilization
@@ -131,7 +130,7 @@ def diagnose(
         >>> report.verdict  # doctest: +SKIP
         'input-bound'
     """
-    _check_model(model)
+    check_model(model)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
             f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
@@ -153,7 +152,7 @@ def diagnose(
         )
     if not callable(clock):
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
-    precision = _check_precision(precision)
+    precision = check_precision(precision)
 
     first_batch = next(iter(dataset.take(1)), None)
     if first_batch is None:
@@ -204,11 +203,11 @@ def diagnose(
         gpu_utilization=gpu_utilization,
         sm_activity=sm_activity,
     )
-    lint = _lint(dataset)
+    lint = lint_or_none(dataset)
     slowest = None
     if decided in (INPUT_BOUND, BALANCED) and input_rate < compute_rate and lint is not None:
         if not any(finding.rule in SPEED_RULES for finding in lint.findings):
-            slowest = _slowest_stage(repeated, steps)
+            slowest = slowest_stage(repeated, steps)
     return DiagnosisReport(
         batch_size=batch_size,
         steps=steps,
@@ -239,42 +238,6 @@ def diagnose(
     )
 
 
-def _lint(dataset: tf.data.Dataset):
-    """The dataset's lint, or ``None`` when its graph cannot be serialised (e.g. a dataset
-    holding resources TensorFlow cannot write out): then nothing is assumed about it."""
-    from tfthroughput.data.lint import lint_pipeline
-
-    try:
-        return lint_pipeline(dataset)
-    except (tf.errors.OpError, ValueError):
-        return None
-
-
-def _slowest_stage(dataset: tf.data.Dataset, steps: int):
-    """The stage with the largest share of the pipeline's work, or ``None`` if the profiler
-    is in use elsewhere (the recommendation then stays general)."""
-    from tfthroughput.data.autotune import measure_pipeline
-
-    try:
-        stages = measure_pipeline(dataset, steps).stages
-    except RuntimeError:
-        return None
-    return max(stages, key=lambda stage: stage.share, default=None)
-
-
-def _check_precision(precision: object):
-    import tfthroughput
-
-    if precision is None:
-        return tfthroughput.recommend_precision()
-    if not isinstance(precision, tfthroughput.PrecisionRecommendation):
-        raise TypeError(
-            "`precision` must be a PrecisionRecommendation (from recommend_precision) or None. "
-            f"Received: precision={precision!r}"
-        )
-    return precision
-
-
 def _fit_round(
     model: keras.Model,
     dataset: tf.data.Dataset,
@@ -303,40 +266,9 @@ def _fit_round(
     sm_activity = getattr(readings[0], "sm_activity", None)
     return (
         seconds,
-        _check_utilization(readings[0]()),
-        _check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
+        check_utilization(readings[0]()),
+        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
     )
-
-
-# ---------------------------------------------------------------------------- validation
-
-
-def _check_model(model: object) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`model` must be compiled with an optimizer and a loss before it can be diagnosed: "
-            f"call model.compile(...) first. Received: model={model.name!r}, not compiled"
-        )
-
-
-def _check_utilization(value: object, what: str = "reading") -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"`utilization_probe`'s {what} must be a number of percent or None. Received: {value!r}"
-        )
-    value = float(value)
-    if not 0.0 <= value <= 100.0 or math.isnan(value):
-        raise ValueError(
-            f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
-        )
-    return value
 
 
 # ------------------------------------------------------------------------- the numbers

@@ -1,8 +1,9 @@
 """What :func:`tfthroughput.diagnose` found, and how it is shown (terminal, markdown, TensorBoard).
 
 The report is a frozen dataclass of measurements; the verdict and the recommendations are
-computed once by ``diagnose`` (rules in :mod:`tfthroughput.diagnosis.verdict`) and stored, so
-a report prints the same everywhere.
+computed once by ``diagnose`` (rules in :mod:`tfthroughput.diagnosis.verdict` and
+:mod:`tfthroughput.diagnosis.recommendations`) and stored, so a report prints the same
+everywhere.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import os
 from dataclasses import dataclass
 
 from tfthroughput._optional import import_tensorflow
+from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
     COMPUTE_BOUND,
     INPUT_BOUND,
     LAUNCH_OVERHEAD_BOUND,
     DiagnosisThresholds,
-    Recommendation,
     per,
 )
 

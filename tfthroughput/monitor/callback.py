@@ -27,12 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 import keras
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_folder_name, check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.stats import STATISTIC_NAMES
 from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.events import (
@@ -46,10 +45,16 @@ from tfthroughput.monitor.fit_watch import find_fit
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
 from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.settings import (
+    LOGGED_STATISTICS,
+    check_bool,
+    check_log_dir,
+    check_source_factory,
+    check_statistics,
+    check_update_freq,
+)
 from tfthroughput.monitor.strategy import find_placement, global_batch_size
-from tfthroughput.monitor.windows import Window, parse_update_freq
-
-LOGGED_STATISTICS = ("mean", "min", "max", "p95")
+from tfthroughput.monitor.windows import Window
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -147,34 +152,17 @@ class GPUMonitor(keras.callbacks.Callback):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
-        if not isinstance(log_dir, (str, os.PathLike)):
-            raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
+        self.log_dir = check_log_dir(log_dir)
         self.interval = validate_interval(interval)
-        self._update = parse_update_freq(update_freq)
-        if self._update.seconds is not None and self._update.seconds < self.interval:
-            raise ValueError(
-                "`update_freq` must be at least `interval`: a window ends after a sample. "
-                f"Received: update_freq={update_freq!r}, interval={interval!r}"
-            )
+        self._update = check_update_freq(update_freq, self.interval)
         self.update_freq = update_freq
         self.metrics = validate_metric_names(metrics)
-        self.statistics = _validate_statistics(statistics)
-        check_positive_int("batch_size", batch_size, allow_none=True)
-        if not isinstance(update_logs, bool):
-            raise TypeError(f"`update_logs` must be a bool. Received: update_logs={update_logs!r}")
-        if not isinstance(run_name, str) or not run_name or os.sep in run_name:
-            raise ValueError(
-                f"`run_name` must be a non-empty folder name. Received: run_name={run_name!r}"
-            )
-        if sources is not None and not callable(sources):
-            raise TypeError(
-                "`sources` must be a zero-argument callable returning sources. "
-                f"Received: sources={sources!r}"
-            )
-        self.log_dir = os.fspath(log_dir)
-        self.batch_size = batch_size
-        self.update_logs = update_logs
+        self.statistics = check_statistics(statistics)
+        self.batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
+        self.update_logs = check_bool("update_logs", update_logs)
+        check_folder_name("run_name", run_name)
         self.run_name = run_name
+        check_source_factory(sources)
         self._source_factory = sources
         self._clock = clock
         self._training: LiveRun | None = None
@@ -384,18 +372,3 @@ class GPUMonitor(keras.callbacks.Callback):
         if training is not None:
             training.sampler.stop()  # joins the thread, so an abandon in progress ends first
             training.finish()
-
-
-def _validate_statistics(statistics: object) -> tuple[str, ...]:
-    if isinstance(statistics, str) or not isinstance(statistics, (list, tuple)):
-        raise TypeError(
-            f"`statistics` must be a list or tuple of names. Received: statistics={statistics!r}"
-        )
-    allowed = [name for name in STATISTIC_NAMES if name != "count"]
-    unknown = [name for name in statistics if name not in allowed]
-    if unknown or not statistics:
-        raise ValueError(
-            f"`statistics` must be a non-empty subset of {allowed}. "
-            f"Received: statistics={statistics!r}"
-        )
-    return tuple(statistics)

@@ -1,0 +1,50 @@
+"""diagnose's argument checks: each names the argument and the value received."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import keras
+
+from tfthroughput.precision.rules import PrecisionRecommendation, recommend_precision
+
+
+def check_precision(precision: object) -> PrecisionRecommendation:
+    """``precision`` itself, or what :func:`recommend_precision` says here when ``None``."""
+    if precision is None:
+        return recommend_precision()
+    if not isinstance(precision, PrecisionRecommendation):
+        raise TypeError(
+            "`precision` must be a PrecisionRecommendation (from recommend_precision) or None. "
+            f"Received: precision={precision!r}"
+        )
+    return precision
+
+
+def check_model(model: object) -> None:
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"`model` must be a keras.Model. Received: model={model!r} "
+            f"of type {type(model).__name__}"
+        )
+    if not getattr(model, "compiled", False) or model.optimizer is None:
+        raise ValueError(
+            "`model` must be compiled with an optimizer and a loss before it can be diagnosed: "
+            f"call model.compile(...) first. Received: model={model.name!r}, not compiled"
+        )
+
+
+def check_utilization(value: object, what: str = "reading") -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"`utilization_probe`'s {what} must be a number of percent or None. Received: {value!r}"
+        )
+    value = float(value)
+    if not 0.0 <= value <= 100.0 or math.isnan(value):
+        raise ValueError(
+            f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
+        )
+    return value

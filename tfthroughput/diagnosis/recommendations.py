@@ -1,0 +1,279 @@
+"""What to change for a verdict, each change with the measurement behind it.
+
+Pure rules, no TensorFlow. They take into account what the pipeline already does (its lint
+and, when measured, its slowest stage) and what :func:`tfthroughput.recommend_precision` says
+for the hardware at hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tfthroughput.diagnosis.verdict import (
+    BALANCED,
+    COMPUTE_BOUND,
+    INPUT_BOUND,
+    LAUNCH_OVERHEAD_BOUND,
+    DiagnosisThresholds,
+    per,
+    tiny_kernels,
+)
+
+# Lint rules that cost throughput (the others, like a cache after a shuffle, cost randomness).
+SPEED_RULES = (
+    "sequential-map",
+    "sequential-file-reads",
+    "sequential-generator",
+    "per-example-work-after-batch",
+    "deterministic-without-seed",
+    "no-final-prefetch",
+)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One thing to change, and the measurement that says why.
+
+    Attributes:
+        action: What to use, naming the tfthroughput option or helper (for example
+            ``"build_pipeline(num_parallel_calls=tf.data.AUTOTUNE)"``).
+        reason: The measured reason, with numbers.
+    """
+
+    action: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.action}: {self.reason}"
+
+
+def recommendations(
+    *,
+    verdict: str,
+    input_rate: float,
+    compute_rate: float,
+    fit_rate: float,
+    fraction: float,
+    compute_dtype: str,
+    jit_compiled: bool,
+    gpu_utilization: float | None,
+    thresholds: DiagnosisThresholds,
+    lint: Any = None,
+    slowest_stage: Any = None,
+    precision: Any = None,
+    sm_activity: float | None = None,
+) -> tuple[Recommendation, ...]:
+    """Concrete changes for a verdict, each with the measurement behind it.
+
+    Args:
+        lint: The :class:`~tfthroughput.data.lint.PipelineLint` of the dataset, or ``None``
+            when it could not be read: then nothing is assumed about the pipeline.
+        slowest_stage: The :class:`~tfthroughput.data.autotune.StageMeasurement` with the
+            largest share of the pipeline's work, or ``None`` when not measured.
+        precision: The :class:`~tfthroughput.PrecisionRecommendation` for the hardware at
+            hand; mixed precision and XLA are advised only where it advises them. ``None``:
+            neither is advised.
+        sm_activity: Mean GPM SM activity during fit, where measured: far below
+            ``gpu_utilization``, the launch-overhead advice quotes both and adds fewer, larger
+            ops and mixed precision.
+        (the other arguments are diagnose's measurements.)
+    """
+    recs: list[Recommendation] = []
+    if verdict in (INPUT_BOUND, BALANCED):
+        recs += _input_recommendations(
+            input_rate, compute_rate, fit_rate, fraction, lint, slowest_stage
+        )
+    step_ms = per(compute_rate) * 1000
+    xla = precision is not None and precision.xla and not jit_compiled
+    if verdict == LAUNCH_OVERHEAD_BOUND:
+        # Tiny kernels (GPU-Util far above SM activity) or tiny steps: both are fixed costs.
+        tiny = tiny_kernels(gpu_utilization, sm_activity)
+        evidence = (
+            f"GPU-Util was {gpu_utilization:.1f}% during fit but SM activity only "
+            f"{sm_activity:.1f}%: kernels were running, yet each kept few SMs busy"
+            if tiny
+            else f"a compute-only step takes {step_ms:.2f} ms, under the "
+            f"{thresholds.launch_overhead_step_seconds * 1000:.1f} ms where fixed per-step "
+            "costs dominate"
+        )
+        recs.append(
+            Recommendation(
+                "a larger batch: find_batch_size",
+                f"{evidence}; a larger batch does more work per step and per kernel at almost "
+                "the same fixed cost, and find_batch_size measures the examples/s curve up to "
+                "the largest batch that fits.",
+            )
+        )
+        recs.append(
+            Recommendation(
+                "model.compile(..., steps_per_execution=N)",
+                f"with {step_ms:.2f} ms steps, running N steps per call (a Keras built-in) "
+                "divides the per-step Python and dispatch cost by N.",
+            )
+        )
+        if xla:
+            fuses = (
+                f"{evidence}; XLA fuses the step's many small kernels into fewer, larger ones"
+                if tiny
+                else f"the {step_ms:.2f} ms step is not XLA-compiled; XLA fuses its many small "
+                "kernels into fewer launches"
+            )
+            recs.append(
+                Recommendation(
+                    "XLA: model.compile(..., jit_compile=True)",
+                    f"{fuses} (recommend_precision: {precision.xla_reason}).",
+                )
+            )
+        if tiny:
+            recs.append(
+                Recommendation(
+                    "fewer, larger ops in the model",
+                    f"{evidence}; every op is at least one kernel launch: vectorise loops over "
+                    "examples or features, merge many narrow layers into fewer wide ones, and "
+                    "keep Python-side work (py_function, per-step NumPy) out of the step.",
+                )
+            )
+            if (
+                compute_dtype == "float32"
+                and precision is not None
+                and precision.policy != "float32"
+            ):
+                recs.append(
+                    Recommendation(
+                        'mixed_precision("auto")',
+                        f"{evidence}, in float32; {precision.policy} halves the bytes each "
+                        "kernel moves, runs matmuls on the tensor cores, and leaves memory for "
+                        f"the larger batch (recommend_precision: {precision.policy_reason}).",
+                    )
+                )
+    if verdict in (COMPUTE_BOUND, BALANCED):
+        share = f"fit reaches {min(fit_rate / compute_rate, 1.0):.0%} of the compute-only limit"
+        if compute_dtype == "float32" and precision is not None and precision.policy != "float32":
+            recs.append(
+                Recommendation(
+                    'mixed_precision("auto")',
+                    f"the training step is the limit ({compute_rate:,.1f} batches/s alone, "
+                    f"{share}) and the model computes in float32; recommend_precision() "
+                    f"advises {precision.policy} here ({precision.policy_reason}).",
+                )
+            )
+        if xla:
+            recs.append(
+                Recommendation(
+                    "XLA: model.compile(..., jit_compile=True)",
+                    f"the {step_ms:.2f} ms training step is not XLA-compiled "
+                    "(model.jit_compile is False); XLA fuses element-wise operations and "
+                    f"cuts memory traffic (recommend_precision: {precision.xla_reason}).",
+                )
+            )
+        if gpu_utilization is not None and gpu_utilization < 80.0:
+            reason = (
+                f"the GPU was busy only {gpu_utilization:.0f}% of the time during fit although "
+                "the input keeps up: the step's kernels are too small to fill it"
+            )
+        else:
+            reason = f"the training step is the limit ({share})"
+        recs.append(
+            Recommendation(
+                "a larger batch: find_batch_size",
+                f"{reason}; a larger batch usually raises examples/s until memory runs out, "
+                "and find_batch_size measures the curve and the largest batch that fits.",
+            )
+        )
+    return tuple(recs)
+
+
+def _input_recommendations(
+    input_rate: float,
+    compute_rate: float,
+    fit_rate: float,
+    fraction: float,
+    lint: Any,
+    slowest_stage: Any,
+) -> list[Recommendation]:
+    waits = f"{fraction:.0%} of each fit step waits on input"
+    findings = [f for f in (lint.findings if lint else ()) if f.rule in SPEED_RULES]
+    if input_rate >= compute_rate:
+        prefetch = [f for f in findings if f.rule == "no-final-prefetch"]
+        measured = (
+            f"the input pipeline alone delivers {input_rate:,.1f} batches/s, enough for the "
+            f"training step's {compute_rate:,.1f}, yet fit reaches only {fit_rate:,.1f} ({waits})"
+        )
+        if lint is None or prefetch:
+            return [
+                Recommendation(
+                    "build_pipeline: prefetch(tf.data.AUTOTUNE) as the last stage",
+                    f"{measured}: input and compute do not overlap; prefetch prepares the next "
+                    "batches while the step runs.",
+                )
+            ]
+        return [
+            Recommendation(
+                "less CPU work per batch in the pipeline: build_pipeline(cache=True) for the "
+                "deterministic part, or preprocess offline",
+                f"{measured}, and the pipeline already overlaps with the step (it ends with a "
+                "prefetch): the pipeline's threads and the training step compete for the same "
+                "CPU cores, so every CPU-second the pipeline saves goes to training.",
+            )
+        ]
+    measured = (
+        f"the input pipeline alone delivers {input_rate:,.1f} batches/s, "
+        f"{compute_rate / input_rate:,.1f}x fewer than the {compute_rate:,.1f} batches/s the "
+        f"training step can take ({waits})"
+    )
+    if lint is None:
+        return [
+            Recommendation(
+                "build_pipeline: parallel map (num_parallel_calls=tf.data.AUTOTUNE)",
+                f"{measured}; a parallel map spreads the per-example work over all CPU cores.",
+            ),
+            Recommendation(
+                "build_pipeline: cache (in memory or to a file)",
+                f"{waits}: caching the deterministic preprocessing (before any random "
+                "augmentation) pays its cost once instead of every epoch, if the preprocessed "
+                "data fits in memory or on local disk.",
+            ),
+        ]
+    # The measurement is quoted once, on the first finding; each names its own stage.
+    recs = [
+        Recommendation(
+            finding.fix.rstrip("."),
+            f"{finding.stage}: {finding.problem}" + (f" Measured: {measured}." if i == 0 else ""),
+        )
+        for i, finding in enumerate(findings)
+    ]
+    if not recs and slowest_stage is not None:
+        recs.append(_slowest_stage_recommendation(slowest_stage, measured))
+    elif not recs:
+        recs.append(
+            Recommendation(
+                "a cheaper pipeline: less work per element, or more CPU cores for tf.data",
+                f"{measured}; the pipeline already runs its stages in parallel and prefetches "
+                "(no finding in lint_pipeline), so its work itself is the limit.",
+            )
+        )
+    caches = any(stage.startswith("cache") for stage in lint.stages)
+    if not caches:
+        recs.append(
+            Recommendation(
+                "build_pipeline: cache (in memory or to a file)",
+                f"{waits} and the pipeline has no cache: caching the deterministic "
+                "preprocessing (before any random augmentation) pays its cost once instead of "
+                "every epoch, if the preprocessed data fits in memory or on local disk.",
+            )
+        )
+    return recs
+
+
+def _slowest_stage_recommendation(stage: Any, measured: str) -> Recommendation:
+    where = "+".join(map(str, stage.positions)) or "(inner)"
+    chose = ", ".join(f"{k}={v}" for k, v in stage.tuned)
+    tuned = f"; AUTOTUNE runs it with {chose}" if chose else ""
+    return Recommendation(
+        f"make stage {where} ({stage.iterator}) cheaper: it is the slowest stage",
+        f"{measured}; the pipeline already parallelises and prefetches, and stage {where} "
+        f"({', '.join(stage.datasets)}) does {stage.share:.0%} of its work "
+        f"({stage.busy_seconds:.3f} s of thread time){tuned}: simplify its function, cache "
+        "its output if it is deterministic, or move the work offline.",
+    )
