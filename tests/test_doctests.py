@@ -19,6 +19,8 @@ DOCTEST_PATHS = [
     "tfthroughput/demo.py",
     "tfthroughput/precision",
     "tfthroughput/hardware",
+    "tfthroughput/monitor/windows.py",
+    "tfthroughput/monitor/dip.py",
     "tfthroughput/diagnosis/measure.py",
     "tfthroughput/diagnosis/report.py",
     "tfthroughput/diagnosis/verdict.py",
