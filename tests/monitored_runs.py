@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import statistics
+import warnings
 
 import keras
 import numpy as np
 from events import read_scalars
 from fakes import FakeSource
 
-from tfthroughput import DiagnosisReport, GPUMonitor, Recommendation
+from tfthroughput import DiagnosisReport, GPUMonitor, MonitoringWarning, Recommendation
 
 EPOCHS = 3
 BATCH_SIZE = 8
@@ -77,9 +78,21 @@ def write_monitored_runs(log_dir, *, gpu: bool = True) -> None:
             run_dir, interval=0.05, batch_size=BATCH_SIZE, sources=_sources(name, dial, gpu)
         )
         callbacks = [dial, keras.callbacks.TensorBoard(run_dir), monitor]
-        model.fit(
-            x, x.sum(axis=1), batch_size=BATCH_SIZE, epochs=EPOCHS, callbacks=callbacks, verbose=0
-        )
+        with warnings.catch_warnings():
+            # The naive run's last epoch reads GPU-Util 30 % against SM activity 15 %: the
+            # monitor rightly warns that GPU-Util overstates the work (tested where it belongs,
+            # in the monitor's tests); the report's tests only read the files.
+            warnings.filterwarnings(
+                "ignore", message=r".*GPU-Util overstates the work", category=MonitoringWarning
+            )
+            model.fit(
+                x,
+                x.sum(axis=1),
+                batch_size=BATCH_SIZE,
+                epochs=EPOCHS,
+                callbacks=callbacks,
+                verbose=0,
+            )
     DIAGNOSIS.write_to_tensorboard(os.path.join(log_dir, "naive", "diagnosis"))
 
 

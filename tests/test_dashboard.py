@@ -246,7 +246,7 @@ def test_a_cpu_run_shows_no_gpu_chart_and_its_diagnosis_as_text(tmp_path, tensor
     titles = [chart["title"] for category in layout["category"] for chart in category["chart"]]
     assert not [title for title in titles if "GPU" in title or "SM" in title]
     assert [c["title"] for c in layout["category"][0]["chart"]] == [
-        "steps per second",
+        "examples per second",  # the batch size is read from the fit
         "host CPU [%]",
     ]
     _assert_every_chart_has_data(layout, tags["hardware"])

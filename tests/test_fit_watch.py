@@ -10,7 +10,7 @@ import keras
 import pytest
 from fits import RaiseDuringEpoch, fit, tiny_model
 
-from tfthroughput.monitor.fit_watch import FitCall, find_fit
+from tfthroughput.monitor.fit_watch import FitCall, find_fit, fit_locals
 
 
 class WatchFit(keras.callbacks.Callback):
@@ -83,3 +83,18 @@ def test_a_fit_kept_alive_by_its_traceback_is_not_running_either():
     fit(tiny_model(), [ask], epochs=1)
     assert ask.answers == [False]
     assert kept.value.__traceback__ is not None
+
+
+def test_fit_locals_reads_what_fit_bound_and_nothing_outside_fit():
+    seen = {}
+
+    class ReadLocals(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen.update(fit_locals("x", "batch_size", "epoch_iterator", "not_a_local"))
+
+    model = tiny_model()
+    fit(model, [ReadLocals()], epochs=1)
+    assert sorted(seen) == ["batch_size", "epoch_iterator", "x"]
+    assert seen["batch_size"] == 8 and seen["x"].shape == (32, 3)
+    assert seen["epoch_iterator"].data_adapter.batch_size == 8
+    assert fit_locals("x") == {}

@@ -54,7 +54,7 @@ def test_the_layout_follows_what_the_run_measures(tmp_path):
     assert _chart_titles(layouts[1])[:3] == [
         "GPU utilization [%]",
         "SM activity [%]",
-        "steps per second",
+        "examples per second",  # the batch size is read from the fit
     ]
 
 
@@ -63,9 +63,11 @@ def test_a_run_without_samples_still_gets_its_throughput_layout(tmp_path):
     fit(tiny_model(), [monitor], epochs=2)
     layouts = read_layouts(tmp_path / "hardware")
     assert len(layouts) == 1
+    # The batch size is read from the fit, so examples/s leads; the throughput row follows.
     assert _chart_titles(layouts[0]) == [
+        "examples per second",
         "steps per second",
-        "steps per second",
+        "examples per second",
         "epoch wall time [s]",
     ]
 

@@ -55,7 +55,13 @@ def test_a_resumed_run_lines_up_by_epoch(tmp_path):
     fit(tiny_model(), [dial, monitor], epochs=4, initial_epoch=2)
     scalars = read_scalars(tmp_path / "hardware")
     assert scalars["gpu0/utilization_percent/mean"] == [(2, 30.0), (3, 40.0)]
-    assert "epoch/examples_per_second" not in scalars  # no batch_size given
+    # No batch_size given: read from the fit (arrays, batch_size=BATCH_SIZE).
+    for (_, seconds), (_, examples_per_second) in zip(
+        scalars["epoch/seconds"], scalars["epoch/examples_per_second"], strict=True
+    ):
+        assert examples_per_second * seconds == pytest.approx(
+            STEPS_PER_EPOCH * BATCH_SIZE, rel=1e-5
+        )
 
 
 @pytest.mark.tensorflow  # keras.callbacks.TensorBoard writes through tf.summary

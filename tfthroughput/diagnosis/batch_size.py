@@ -160,7 +160,8 @@ def find_batch_size(
 
     Args:
         build_model: Zero-argument callable returning a new compiled Keras model. Required
-            unless ``trial`` is given.
+            unless ``trial`` is given. To search under a ``tf.distribute`` strategy, build
+            inside its ``scope()``: batch sizes are then global (split across the replicas).
         data: Either a callable ``batch_size -> tf.data.Dataset`` of batches of that size
             (repeated as needed), or an unbatched ``tf.data.Dataset`` of single examples,
             which is repeated, batched with ``drop_remainder=True`` and prefetched. Required
@@ -195,10 +196,10 @@ def find_batch_size(
         ...     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
         ...     model.compile("adam", "mse")
         ...     return model
-        >>> examples = tf.data.Dataset.from_tensor_slices((x, y))   # unbatched
-        >>> result = find_batch_size(build, examples, max_batch_size=1024)
-        >>> result.largest_fitting, result.fastest
-        >>> print(result)
+        >>> examples = tf.data.Dataset.from_tensor_slices((x, y))  # doctest: +SKIP
+        >>> result = find_batch_size(build, examples, max_batch_size=1024)  # doctest: +SKIP
+        >>> result.largest_fitting, result.fastest  # doctest: +SKIP
+        >>> print(result)  # doctest: +SKIP
     """
     for name, value in (
         ("min_batch_size", min_batch_size),

@@ -89,7 +89,8 @@ def diagnose(
         model: A compiled Keras 3 model, trained as ``fit`` would train it.
         dataset: The ``tf.data.Dataset`` of batches ``fit`` would get (``(x, y)`` or
             ``(x, y, sample_weight)``). It is repeated as needed; it must yield at least one
-            batch.
+            batch. For a model built in a ``tf.distribute`` strategy's scope its batches are
+            global (split across the replicas), and so is the report's ``batch_size``.
         steps: Batches (a) or training steps (b, c) timed per repeat. Defaults to ``20``.
         repeats: Timed repeats of each measurement (the median is kept). Defaults to
             ``3``. ``diagnose`` runs ``4 * repeats * steps`` training steps in all.

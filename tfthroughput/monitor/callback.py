@@ -34,6 +34,7 @@ from tfthroughput.hardware.sampler import Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.stats import STATISTIC_NAMES
 from tfthroughput.hardware.window import WindowStats
+from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.events import (
     EventWriter,
     energy_joules,
@@ -42,7 +43,10 @@ from tfthroughput.monitor.events import (
     overstated_utilization_warning,
 )
 from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
+from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.strategy import find_placement, global_batch_size
 from tfthroughput.monitor.windows import Window, parse_update_freq
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
@@ -78,6 +82,13 @@ class GPUMonitor(keras.callbacks.Callback):
     written once the first window or epoch has shown them
     (:mod:`tfthroughput.monitor.dashboard`).
 
+    Under a ``tf.distribute`` strategy (model built in ``strategy.scope()``) it samples every
+    GPU of the process, so every local replica's, and counts examples with the global batch.
+    Under MultiWorkerMirroredStrategy each worker writes ``<log_dir>/<run_name>/<task_type>_
+    <index>``, the workers exchange a summary at each epoch end, and the chief writes
+    ``<log_dir>/cluster`` (see :mod:`tfthroughput.monitor.cluster_summary`); every worker must
+    run a GPUMonitor.
+
     The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
     before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
     an unstarted monitor with the same settings. Outside ``fit`` (hooks driven by hand), use it
@@ -94,8 +105,10 @@ class GPUMonitor(keras.callbacks.Callback):
             ``interval``). The epoch's end ends the last window. Defaults to ``"epoch"``.
         metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
-        batch_size: Examples per step, for ``epoch/examples_per_second``. Keras 3 does not tell
-            callbacks the batch size, so it is logged only when given. Defaults to None.
+        batch_size: Examples per step across every replica (the global batch), for
+            ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
+            and ``tf.data`` pipelines with a constant batch size), with one
+            ``MonitoringWarning`` when it cannot be read.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
             ``steps_per_second``, ``examples_per_second``, for ``History``, ``CSVLogger`` and
@@ -167,16 +180,21 @@ class GPUMonitor(keras.callbacks.Callback):
         self._training: LiveRun | None = None
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
+        self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
 
     @property
     def run_dir(self) -> str:
-        """Where the event files go: ``<log_dir>/<run_name>``."""
-        return os.path.join(self.log_dir, self.run_name)
+        """Where the event files go: ``<log_dir>/<run_name>``, or
+        ``<log_dir>/<run_name>/<task_type>_<index>`` on each worker of a
+        MultiWorkerMirroredStrategy cluster (known once ``fit`` has started)."""
+        return os.path.join(self.log_dir, self.run_name, *filter(None, [self._worker_folder]))
 
     # Keras hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
         self._shutdown()  # a previous run driven by hand may still be open
+        placement = find_placement(self.model)
+        self._worker_folder = placement.worker_name
         writer = EventWriter(self.run_dir, self.log_dir)
         fit_call = find_fit()
         if fit_call is None and not self._entered:
@@ -192,13 +210,17 @@ class GPUMonitor(keras.callbacks.Callback):
             writer,
             update=self._update,
             statistics=self.statistics,
-            batch_size=self.batch_size,
+            batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
             clock=self._clock,
             select=self._selected,
         )
         try:
+            extra: list[Source] = []
+            if placement.multi_worker:  # the cluster exchange, and whether input runs Python
+                extra.append(InputActivitySource())
+                training.cluster = ClusterExchange(placement, self.log_dir)
             training.sampler = Sampler(
-                factory(),
+                [*factory(), *extra],
                 self.interval,
                 keep_running=None if fit_call is None else fit_call.is_running,
                 on_abandoned=functools.partial(self._abandon, training),
@@ -210,6 +232,8 @@ class GPUMonitor(keras.callbacks.Callback):
             )
         except BaseException:
             writer.close()
+            if training.cluster is not None:
+                training.cluster.close()
             raise
         self._training = training
         training.sampler.start()
@@ -233,9 +257,11 @@ class GPUMonitor(keras.callbacks.Callback):
             return
         steps = self._steps_this_epoch()
         stats, seconds = training.end_epoch(epoch, steps)
-        figures = epoch_figures(seconds, steps, self.batch_size, joules=energy_joules(stats))
+        figures = epoch_figures(seconds, steps, training.batch_size, joules=energy_joules(stats))
         training.write_epoch(epoch, stats, figures)
         self._warn_if_utilization_overstates(training, stats, epoch)
+        if training.cluster is not None:  # every worker, every epoch: the others wait for it
+            training.cluster.epoch_end(epoch, stats, figures.get("seconds"))
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
 
@@ -300,6 +326,7 @@ class GPUMonitor(keras.callbacks.Callback):
             "_model": None,
             "params": None,
             "_iterations_at_epoch_start": None,
+            "_worker_folder": None,
         }
         for name, value in vars(self).items():
             clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
@@ -337,7 +364,10 @@ class GPUMonitor(keras.callbacks.Callback):
     def _selected(self, stats: WindowStats) -> WindowStats:
         if self.metrics is None:
             return stats
-        return stats.only(lambda key: key.metric in self.metrics)
+        # The input-activity source exists only for the cluster exchange: always kept.
+        return stats.only(
+            lambda key: key.metric in self.metrics or key.source == INPUT_ACTIVITY_SOURCE
+        )
 
     def _window_tick(self, training: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""

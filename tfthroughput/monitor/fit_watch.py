@@ -60,11 +60,43 @@ def find_fit() -> FitCall | None:
         >>> find_fit() is None  # not called from inside model.fit
         True
     """
+    found = _fit_frame(sys._getframe(1))
+    if found is None:
+        return None
+    frame, callee = found
+    return FitCall(threading.get_ident(), frame.f_code, id(frame), _weak_self(callee))
+
+
+def fit_locals(*names: str) -> dict[str, object]:
+    """The named locals of the innermost Keras ``fit`` on the calling thread's stack.
+
+    Keras 3 gives callbacks neither the data nor its adapter; ``fit`` holds them in locals
+    (``x``, ``epoch_iterator``). They are read once and the frame is let go at once.
+
+    Args:
+        *names: Names of ``fit``'s locals to read.
+
+    Returns:
+        ``{name: value}`` for each name ``fit`` has bound; ``{}`` outside ``fit``.
+
+    Example:
+        >>> fit_locals("x")  # not called from inside model.fit
+        {}
+    """
+    found = _fit_frame(sys._getframe(1))
+    if found is None:
+        return {}
+    values = found[0].f_locals
+    del found
+    return {name: values[name] for name in names if name in values}
+
+
+def _fit_frame(frame: FrameType | None) -> tuple[FrameType, FrameType | None] | None:
+    """The innermost Keras ``fit`` frame from ``frame`` up, with the frame it called."""
     callee: FrameType | None = None
-    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "fit" and _is_keras(frame.f_globals.get("__name__", "")):
-            return FitCall(threading.get_ident(), frame.f_code, id(frame), _weak_self(callee))
+            return frame, callee
         callee, frame = frame, frame.f_back
     return None
 

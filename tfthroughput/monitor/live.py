@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
 from tfthroughput.hardware.window import WindowStats
+from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.events import (
     EventWriter,
@@ -65,7 +66,8 @@ class LiveRun:
         self.update = update
         self.watches_steps = not update.per_epoch  # whether the batch hook has work to do
         self._statistics = statistics
-        self._batch_size = batch_size
+        self.batch_size = batch_size  # global: examples per step across every replica
+        self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
         self._clock = clock
         self._select = select
         self._lock = threading.Lock()
@@ -90,10 +92,13 @@ class LiveRun:
         # The epoch's last batch leaves its window to the epoch's end, which ends it anyway.
         self._last_batch = steps - 1 if steps else None
         with self._lock:
+            # The clock is read before the sampler's window is cut, so the epoch's span holds
+            # everything its window does (energy included): never a joule more than its time.
+            start = self._clock()
             self.sampler.collect()  # drop samples taken between epochs
             if first_step is not None:
                 self.last_step = first_step
-            self.windows = EpochWindows(epoch, self._clock(), self.last_step, self.window_count)
+            self.windows = EpochWindows(epoch, start, self.last_step, self.window_count)
 
     def batch_end(self, batch: int) -> None:
         """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
@@ -154,6 +159,8 @@ class LiveRun:
                 self._publish(windows.cut(stats, self._clock(), self.last_step))
                 self.write_epoch(windows.epoch, windows.epoch_stats(), {})
         self.writer.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
     def windows_since(self, index: int) -> tuple[Window, ...]:
         return tuple(window for window in self.recent if window.index >= index)
@@ -184,7 +191,7 @@ class LiveRun:
         if self.update.per_epoch:
             return  # the epoch's own tags say it all
         figures = epoch_figures(
-            window.seconds, window.steps, self._batch_size, joules=energy_joules(window.stats)
+            window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
         scalars = window_scalars(window.stats, self._statistics, figures)
         self.writer.write(window.step, scalars, what="the window at step")
@@ -204,7 +211,7 @@ class LiveRun:
             keys,
             totals=self._layout_totals,
             statistics=self._statistics,
-            examples=self._batch_size is not None,
+            examples=self.batch_size is not None,
             windows=not self.update.per_epoch,
         )
         self.writer.write_layout(layout)

@@ -1,0 +1,207 @@
+"""GPUMonitor under MultiWorkerMirroredStrategy, for real: two worker processes on loopback.
+
+Each worker trains the same tiny model with ``fit`` and a GPUMonitor writing into its own
+``log_dir`` (no shared folder). Worker 0 (the chief) sees one GPU through the fake NVML library
+(without GPM counters: the fake's fixed SM activity would not follow the real load); worker 1
+has NVML switched off and sleeps in its input, so it holds the chief back at every step. The
+test reads both workers' hardware runs and the chief's cluster run back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from events import read_scalars
+from fake_nvml import ENV_VARS
+from loopback_cluster import run_cluster
+
+from tfthroughput import MonitoringWarning
+from tfthroughput.monitor.cluster import ClusterExchange, all_gather_rows
+from tfthroughput.monitor.strategy import Placement
+
+REPO = Path(__file__).resolve().parents[1]
+EPOCHS = 3
+GLOBAL_BATCH = 32
+STEPS_PER_EPOCH = 4
+INPUT_SLEEP = 0.01  # seconds per example, worker 1 only
+DEADLINE = 120  # seconds for the whole cluster; every process is killed past it
+
+# Keras 3.15's own train step cannot run under MultiWorkerMirroredStrategy: it reduces the
+# data batch and the scalar loss with calls that collective all-reduce rejects
+# (keras-team/keras#20585, tensorflow/tensorflow#72388). A model with its own `train_step`
+# (Keras's documented way to customise `fit`) and a single-tensor input avoids both.
+_WORKER = """
+import json, os, sys, time, warnings
+import numpy as np
+import tensorflow as tf
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+import keras
+from tfthroughput import GPUMonitor, MonitoringWarning
+
+SLEEP = float(os.environ["INPUT_SLEEP"])
+
+
+class Regressor(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(8)
+        self.head = keras.layers.Dense(1)
+
+    def call(self, rows):
+        return self.head(self.hidden(rows[:, :4]))
+
+    def train_step(self, rows):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(rows, training=True)[:, 0] - rows[:, 4]))
+            scaled = loss / tf.distribute.get_strategy().num_replicas_in_sync
+        self.optimizer.apply(tape.gradient(scaled, self.trainable_variables),
+                             self.trainable_variables)
+        return {"loss": tf.reshape(loss, [1])}
+
+
+def slow(row):
+    row = tf.py_function(lambda r: (time.sleep(SLEEP), r)[1], [row], tf.float32)
+    row.set_shape([5])
+    return row
+
+
+rows = np.random.default_rng(0).random((GLOBAL_BATCH * STEPS, 5)).astype("float32")
+data = tf.data.Dataset.from_tensor_slices(rows)
+if SLEEP:
+    data = data.map(slow)
+data = data.batch(GLOBAL_BATCH).prefetch(2)
+with strategy.scope():
+    model = Regressor()
+    model(tf.zeros([1, 5]))
+    model.compile(optimizer="sgd")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model.fit(data, epochs=EPOCHS, verbose=0,
+              callbacks=[GPUMonitor(os.environ["LOG_DIR"], interval=0.05)])
+print("RESULT " + json.dumps({
+    "warned": [str(w.message) for w in caught if issubclass(w.category, MonitoringWarning)],
+    "weights": [float(v) for v in model.weights[0].numpy().ravel()[:4]],
+}), flush=True)
+os._exit(0)  # skip interpreter teardown: collective ops' threads may outlive it
+"""
+
+
+def _run_cluster(tmp_path: Path, fake_nvml_dir: Path) -> list[dict]:
+    common = {
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        **dict.fromkeys(ENV_VARS),  # the fake library's switches: unset unless given
+    }
+    envs = [
+        {  # the chief: one fake GPU (GPU-Util 40 %)
+            **common,
+            "LD_LIBRARY_PATH": str(fake_nvml_dir),
+            "FAKE_NVML_DEVICE_COUNT": "1",
+            "INPUT_SLEEP": "0",
+            "LOG_DIR": str(tmp_path / "worker0"),
+        },
+        {
+            **common,
+            "TFTHROUGHPUT_DISABLE_NVML": "1",
+            "INPUT_SLEEP": str(INPUT_SLEEP),
+            "LOG_DIR": str(tmp_path / "worker1"),
+        },
+    ]
+    code = f"EPOCHS, GLOBAL_BATCH, STEPS = {EPOCHS}, {GLOBAL_BATCH}, {STEPS_PER_EPOCH}\n" + _WORKER
+    finished = run_cluster(code, envs, DEADLINE)
+    report = "\n".join(
+        f"worker {i} ({code}):\n{output}" for i, (code, output) in enumerate(finished)
+    )
+    results = []
+    for returncode, output in finished:
+        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+        assert returncode == 0 and lines, report
+        results.append(json.loads(lines[-1].removeprefix("RESULT ")))
+    return results
+
+
+@pytest.mark.slow
+def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(tmp_path, fake_nvml_dir):
+    results = _run_cluster(tmp_path, fake_nvml_dir)
+    assert results[0]["weights"] == results[1]["weights"]  # they really trained in sync
+    assert results[0]["warned"] == [] and results[1]["warned"] == [
+        "GPU metrics are off: NVML is switched off by TFTHROUGHPUT_DISABLE_NVML. Host CPU/RAM "
+        "metrics are still logged."
+    ]
+
+    # Each worker's own hardware run, in its own log_dir; the cluster run only on the chief.
+    assert sorted(os.listdir(tmp_path / "worker0")) == ["cluster", "hardware"]
+    assert os.listdir(tmp_path / "worker1") == ["hardware"]
+    chief = read_scalars(tmp_path / "worker0" / "hardware" / "worker_0")
+    other = read_scalars(tmp_path / "worker1" / "hardware" / "worker_1")
+    epochs = list(range(EPOCHS))
+    assert chief["gpu0/utilization_percent/mean"] == [(e, 40.0) for e in epochs]
+    assert not [tag for tag in other if tag.startswith("gpu")]
+    for run in (chief, other):
+        for (_, seconds), (_, rate) in zip(
+            run["epoch/seconds"], run["epoch/examples_per_second"], strict=True
+        ):  # the global batch, read from the pipeline (batched without drop_remainder)
+            assert rate * seconds == pytest.approx(STEPS_PER_EPOCH * GLOBAL_BATCH, rel=1e-5)
+    assert [step for step, _ in other["input/python_percent/mean"]] == epochs
+
+    cluster = read_scalars(tmp_path / "worker0" / "cluster")
+    for statistic in ("min", "mean", "max"):
+        assert cluster[f"cluster/gpu_utilization_percent/{statistic}"] == [
+            (e, 40.0) for e in epochs
+        ]
+    assert not [tag for tag in cluster if "sm_activity" in tag]  # no worker reads GPM
+    assert cluster["cluster/workers"] == [(e, 2.0) for e in epochs]
+    assert cluster["cluster/gpus"] == [(e, 1.0) for e in epochs]
+    assert cluster["worker_0/gpus"] == [(e, 1.0) for e in epochs]
+    assert cluster["worker_1/gpus"] == [(e, 0.0) for e in epochs]  # no NVML, still taking part
+    assert cluster["worker_0/gpu_utilization_percent"] == [(e, 40.0) for e in epochs]
+    assert "worker_1/gpu_utilization_percent" not in cluster
+    # Both workers' epoch times, equal to a small fraction: every step waits for both.
+    for (_, mine), (_, theirs) in zip(
+        cluster["worker_0/epoch_seconds"], cluster["worker_1/epoch_seconds"], strict=True
+    ):
+        assert mine == pytest.approx(theirs, rel=0.1)
+    assert dict(cluster["worker_0/epoch_seconds"]) == pytest.approx(dict(chief["epoch/seconds"]))
+    # The sleeping worker is named, with how much busier its input kept it than the chief
+    # kept itself (the chief's busy share is its CPU share: no GPM, no Python input).
+    assert cluster["worker_0/input_python_percent"] == [(e, 0.0) for e in epochs]
+    assert cluster["worker_0/busy_percent"] == cluster["worker_0/process_cpu_share_percent"]
+    assert cluster["straggler/rank"] == [(e, 1.0) for e in epochs]
+    for epoch in epochs:
+        python = dict(cluster["worker_1/input_python_percent"])[epoch]
+        assert dict(cluster["worker_1/busy_percent"])[epoch] == python
+        assert dict(cluster["straggler/lead_percent"])[epoch] == pytest.approx(
+            python - dict(cluster["worker_0/busy_percent"])[epoch]
+        )
+        assert dict(cluster["straggler/lead_percent"])[epoch] >= 10.0
+    exchange = [seconds for _, seconds in cluster["cluster/exchange_seconds"]]
+    assert len(exchange) == EPOCHS and all(0 < seconds < 5 for seconds in exchange)
+
+
+def test_a_failed_exchange_is_warned_about_once_and_not_retried(tmp_path):
+    placement = Placement(
+        replicas=2, worker_names=("worker_0", "worker_1"), rank=0, strategy=object()
+    )
+    exchange = ClusterExchange(placement, str(tmp_path))
+    with pytest.warns(MonitoringWarning, match="could not exchange epoch 0's summary") as caught:
+        assert exchange.epoch_end(0, {}, 1.0) is None
+    assert len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exchange.epoch_end(1, {}, 1.0) is None
+    exchange.close()
+    assert "cluster/workers" not in read_scalars(tmp_path / "cluster")
+
+
+def test_with_one_replica_the_exchange_returns_the_row_in_its_line():
+    row = (1.0, 2.5, float("nan"))
+    rows = all_gather_rows(tf.distribute.get_strategy(), row, rank=1, workers=3)
+    assert rows[0] == rows[2] == [0.0, 0.0, 0.0]
+    assert rows[1][:2] == [1.0, 2.5] and math.isnan(rows[1][2])
