@@ -14,7 +14,9 @@ cropped and flipped, then batched. Three pipelines of the same work:
 the whole plain pipeline by itself. None caches: every epoch decodes every file. Each run is
 one epoch timed with ``benchmark_dataset``; runs alternate, medians of ``--repeats``; "cores
 busy" is the process's CPU seconds per wall second during the run. Before timing, each
-pipeline's stages as tf.data ran them (after its graph rewrites) are printed.
+pipeline's stages as tf.data ran them (after its graph rewrites) are printed. With the
+augmentation, its map alone is also timed on decoded images held in memory, as the plain
+pipeline runs it (sequentially): the ceiling of the plain pipeline on any number of cores.
 
 Run: ``python benchmarks/pipeline_jpeg.py [--images 768] [--size 384] [--repeats 5] [--stateless]``
 """
@@ -66,6 +68,23 @@ def what_tf_data_ran(dataset, batches=3):
     return " -> ".join(reversed(stages))
 
 
+def sequential_stage_ceiling(paths, labels, repeats):
+    """Images/s of the plain pipeline's augmentation alone, run as tf.data runs it there.
+
+    The decoded images come from an in-memory cache filled beforehand, so only the stateful
+    augmentation map (which tf.data leaves sequential) and the batch are timed. The plain
+    pipeline can never deliver more than this, however many cores decode for it.
+    """
+    decoded = plain_pipeline(paths, labels, RESIZE_TO, None, BATCH_SIZE).unbatch().cache()
+    for _ in decoded:  # fill the cache
+        pass
+    augmented = decoded.map(make_augment(CROP_TO)).batch(BATCH_SIZE)
+    print(f"augmentation alone tf.data ran: {what_tf_data_ran(augmented)}")
+    return statistics.median(
+        benchmark_dataset(augmented).elements_per_second for _ in range(repeats)
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=768)
@@ -112,10 +131,19 @@ def main(argv=None):
                 # shared machine the builder's speed-up is bounded by the cores left free.
                 cores[name].append(cpu / result.total_seconds)
                 print(f"repeat {repeat + 1}: {name:<10} {result}; {cores[name][-1]:.2f} cores busy")
+        ceiling = None if args.stateless else sequential_stage_ceiling(paths, labels, 5)
     median = {name: statistics.median(values) for name, values in rates.items()}
+    busy = {name: statistics.median(values) for name, values in cores.items()}
     for name, rate in median.items():
-        busy = statistics.median(cores[name])
-        print(f"{name:<10} median {rate:,.1f} images/s, {busy:.2f} cores busy")
+        print(f"{name:<10} median {rate:,.1f} images/s, {busy[name]:.2f} cores busy")
+    if ceiling is not None:
+        per_core = median["builder"] / busy["builder"]
+        print(
+            f"the plain map's sequential augmentation alone: {ceiling:,.1f} images/s, its "
+            f"ceiling on any machine; the builder does {per_core:,.1f} images/s per busy core, "
+            f"so past about {ceiling / per_core:.0f} cores the plain map stops scaling and the "
+            "builder (augmentation in parallel) does not"
+        )
     over_sequential = median["builder"] / median["sequential"]
     over_plain = median["builder"] / median["plain map"]
     maps = "stateless maps only" if args.stateless else "stateful random augmentation"

@@ -216,6 +216,7 @@ def test_options_default_and_ram_budget():
     default = build_pipeline((X, Y), batch_size=4).options()
     assert default.deterministic is False
     assert default.autotune.enabled is True
+    assert default.experimental_optimization.map_fusion is True
     assert default.autotune.ram_budget is None
     budgeted = build_pipeline((X, Y), batch_size=4, ram_budget=2**28, deterministic=True)
     assert budgeted.options().autotune.ram_budget == 2**28
@@ -398,3 +399,32 @@ def test_labels_must_match_files(tmp_path):
         build_pipeline(paths, labels=[0, 1, 2], read_fn=tf.io.read_file)
     with pytest.raises(ValueError, match=r"`labels` needs a `read_fn`"):
         build_pipeline(paths, labels=[0, 1])
+
+
+def _stages_run(dataset: tf.data.Dataset) -> list[str]:
+    """The stages tf.data ran after its graph rewrites, read from the autotuning model."""
+    iterator = iter(dataset)
+    next(iterator)
+    model = tf.data.experimental.get_model_proto(iterator)
+    return [node.name for node in model.nodes.values()]
+
+
+def test_consecutive_maps_run_fused_with_the_same_elements():
+    def preprocess(x, y):
+        return x * 2.0, y
+
+    def augment(x, y):
+        return x + 1.0, y
+
+    fused = build_pipeline(
+        (X, Y), preprocess_fn=preprocess, augment_fn=augment, batch_size=4, deterministic=True
+    )
+    unfused_options = tf.data.Options()
+    unfused_options.experimental_optimization.map_fusion = False
+    unfused = fused.with_options(unfused_options)
+
+    assert _stages_run(unfused).count("ParallelMapV2") == 2
+    assert _stages_run(fused).count("ParallelMapV2") == 1
+    for got, expected in zip(fused, unfused, strict=True):
+        np.testing.assert_array_equal(got[0].numpy(), expected[0].numpy())
+        np.testing.assert_array_equal(got[1].numpy(), expected[1].numpy())

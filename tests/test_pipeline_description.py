@@ -68,6 +68,7 @@ def test_full_pipeline_is_described_stage_by_stage():
     assert description.options == {
         "deterministic": False,
         "autotune.enabled": True,
+        "experimental_optimization.map_fusion": True,
         "autotune.ram_budget": 2**30,
         "threading.private_threadpool_size": None,
     }

@@ -48,6 +48,7 @@ class PipelineDescription:
         stages: The transformations in the order they run, first to last.
         options: The ``tf.data.Options`` of the returned dataset that the builder sets, read
             back from ``dataset.options()``: ``deterministic``, ``autotune.enabled``,
+            ``experimental_optimization.map_fusion`` (consecutive maps run as one function),
             ``autotune.ram_budget`` (bytes, ``None`` = tf.data's default of half the RAM),
             ``threading.private_threadpool_size`` (``None`` = TensorFlow's shared pool).
         element_spec: The returned dataset's ``element_spec``, as text.
@@ -109,6 +110,7 @@ def _options_of(dataset: tf.data.Dataset) -> dict[str, object]:
     return {
         "deterministic": options.deterministic,
         "autotune.enabled": options.autotune.enabled,
+        "experimental_optimization.map_fusion": options.experimental_optimization.map_fusion,
         "autotune.ram_budget": options.autotune.ram_budget,
         "threading.private_threadpool_size": options.threading.private_threadpool_size,
     }
