@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 
@@ -45,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from _nvidia_smi import NvidiaSmiPoller  # noqa: E402
 
 from tfthroughput import GPUMonitor, MonitoringWarning  # noqa: E402
 from tfthroughput.hardware.discovery import discover_sources  # noqa: E402
@@ -59,52 +57,6 @@ MODELS = {
 }
 # Largest input array a model's epoch may hold, so a fast model does not fill host RAM.
 MAX_INPUT_BYTES = 2 << 30
-
-
-class SmiPoller:
-    """`nvidia-smi --query-gpu=utilization.gpu,memory.used -lms 100` for one GPU, each row
-    kept with the monotonic time it arrived."""
-
-    def __init__(self, gpu_id: str) -> None:
-        self.rows: list[tuple[float, float, float]] = []
-        self._process = subprocess.Popen(
-            [
-                "nvidia-smi",
-                f"--id={gpu_id}",
-                "--query-gpu=utilization.gpu,memory.used",
-                "--format=csv,noheader,nounits",
-                "-lms",
-                "100",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        for line in self._process.stdout:
-            try:
-                utilization, memory = (float(field) for field in line.split(","))
-            except ValueError:
-                continue  # "[N/A]" or a partial line
-            self.rows.append((time.monotonic(), utilization, memory))
-
-    def window(self, start: float, end: float) -> tuple[float, float, int]:
-        """Mean GPU-Util (%) and memory used (MiB) of the rows that arrived in [start, end]."""
-        rows = [row for row in self.rows if start <= row[0] <= end]
-        if not rows:
-            return math.nan, math.nan, 0
-        return (
-            statistics.fmean(row[1] for row in rows),
-            statistics.fmean(row[2] for row in rows),
-            len(rows),
-        )
-
-    def stop(self) -> None:
-        self._process.terminate()
-        self._process.wait(timeout=10)
-        self._thread.join(timeout=10)
 
 
 class EpochClock(keras.callbacks.Callback):
@@ -159,7 +111,7 @@ def energy_tag(scalars: dict) -> str | None:
     return next((tag for tag in sorted(scalars) if tag.startswith("gpu0/energy_joules")), None)
 
 
-def run_model(name: str, args, smi: SmiPoller, log_root: str) -> list[dict]:
+def run_model(name: str, args, smi: NvidiaSmiPoller, log_root: str) -> list[dict]:
     model, features, batch = build(name)
     steps = steps_for(model, features, batch, args.epoch_seconds)
     x, y = arrays(steps, batch, features)
@@ -294,7 +246,7 @@ def main() -> int:
     for source in gpus:
         source.close()
     print(f"gpu0 = {device.name} ({device.uuid})")
-    smi = SmiPoller(device.uuid)
+    smi = NvidiaSmiPoller(device.uuid)
     try:
         with tempfile.TemporaryDirectory() as log_root:
             rows = [row for name in args.models for row in run_model(name, args, smi, log_root)]

@@ -12,14 +12,13 @@ tensor activity where the GPU supports GPM.
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
-import threading
 import time
 import warnings
 
 sys.path.insert(0, __file__.rsplit("/benchmarks/", 1)[0])
+
+from _nvidia_smi import NvidiaSmiPoller  # noqa: E402
 
 from tfthroughput.hardware.discovery import default_sources  # noqa: E402
 from tfthroughput.hardware.sampler import SampleKey, Sampler  # noqa: E402
@@ -31,47 +30,6 @@ METRICS = [
     "sm_activity_percent",
     "tensor_activity_percent",
 ]
-
-
-class SmiReader:
-    """Runs `nvidia-smi -lms 100` and keeps (arrival time, util %, memory MiB) for GPU 0."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[float, float, float]] = []
-        self._process = subprocess.Popen(
-            [
-                "nvidia-smi",
-                "--query-gpu=index,utilization.gpu,memory.used",
-                "--format=csv,noheader,nounits",
-                "-lms",
-                "100",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        for line in self._process.stdout:
-            index, util, memory = (field.strip() for field in line.split(","))
-            if index == "0":
-                self.rows.append((time.monotonic(), float(util), float(memory)))
-
-    def window(self, start: float, end: float) -> tuple[float, float, int]:
-        rows = [row for row in self.rows if start <= row[0] <= end]
-        if not rows:
-            return float("nan"), float("nan"), 0
-        return (
-            statistics.fmean(r[1] for r in rows),
-            statistics.fmean(r[2] for r in rows),
-            len(rows),
-        )
-
-    def stop(self) -> None:
-        self._process.terminate()
-        self._process.wait(timeout=10)
-        self._thread.join(timeout=10)
 
 
 def make_load():
@@ -121,7 +79,7 @@ def main() -> int:
         return 1
     print("GPUs: " + ", ".join(f"{s.name}={s.device.name} ({s.device.uuid})" for s in gpus))
     load_name, run_load = make_load()
-    smi = SmiReader()
+    smi = NvidiaSmiPoller(gpus[0].device.uuid)
     results = []
     with Sampler(gpus, args.interval) as sampler:
         time.sleep(1.0)

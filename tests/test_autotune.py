@@ -135,6 +135,19 @@ def test_describe_pipeline_measures_with_its_own_numbering():
     assert "source" in text.split("What AUTOTUNE chose:")[1]
 
 
+def test_the_builders_consecutive_maps_run_and_are_measured_as_one_stage():
+    dataset = build_pipeline(
+        np.arange(256, dtype=np.int64),
+        preprocess_fn=_sleepy,
+        augment_fn=lambda x: x + 1,
+        batch_size=8,
+    )
+    description = describe_pipeline(dataset, measure=10)
+    assert description.transformations == ("map", "map", "batch", "prefetch")
+    maps = [stage for stage in description.measurement.stages if stage.iterator == "ParallelMapV2"]
+    assert [stage.positions for stage in maps] == [(1, 2)]  # fused by map_fusion
+
+
 def test_arguments_and_a_busy_profiler(tmp_path):
     with pytest.raises(TypeError, match=r"`dataset` must be a tf.data.Dataset. Received"):
         measure_pipeline([1, 2])
