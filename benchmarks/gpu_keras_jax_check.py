@@ -39,6 +39,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 # model; both sides still read the same device-wide figure.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The shared nvidia-smi poller, also when run through runpy (which adds no folder to the path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

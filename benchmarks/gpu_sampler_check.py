@@ -17,6 +17,7 @@ import time
 import warnings
 
 sys.path.insert(0, __file__.rsplit("/benchmarks/", 1)[0])
+sys.path.insert(0, __file__.rsplit("/", 1)[0])  # the shared nvidia-smi poller
 
 from _nvidia_smi import NvidiaSmiPoller  # noqa: E402
 

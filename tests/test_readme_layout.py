@@ -1,0 +1,31 @@
+"""The README's layout table names every module of the package, each in its own folder."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _layout_table() -> dict[str, set[str]]:
+    section = (ROOT / "README.md").read_text().split("Layout, one folder per concern", 1)[1]
+    table = {}
+    for line in section.splitlines()[1:]:
+        if table and not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`tfthroughput/"):
+            table[cells[0].strip("`")] = set(re.findall(r"`([^`]+)`", cells[2]))
+    return table
+
+
+def test_every_module_is_in_the_layout_table_under_its_folder():
+    package = ROOT / "tfthroughput"
+    actual = {
+        f"{folder.relative_to(ROOT).as_posix()}/": {
+            path.stem for path in folder.glob("*.py") if path.name != "__init__.py"
+        }
+        for folder in [package, *(p for p in package.iterdir() if (p / "__init__.py").exists())]
+    }
+    assert _layout_table() == actual
