@@ -133,7 +133,9 @@ def test_compute_heavy_model_on_in_memory_data_is_compute_bound():
     x, y = _arrays(n=512, features=256)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(128).cache()
 
-    report = diagnose(model, dataset, steps=10, repeats=5)
+    # 20 steps of about 20 ms per timed epoch: with 10, one run in six measured a fraction of
+    # 0.12 for this same-work comparison (true value 0), too close to the 0.15 threshold.
+    report = diagnose(model, dataset, steps=20, repeats=5)
 
     assert report.verdict == COMPUTE_BOUND, str(report)
     assert report.input_bound_fraction <= 0.15
