@@ -53,6 +53,7 @@ from tfthroughput.monitor.settings import (
     check_statistics,
     check_update_freq,
 )
+from tfthroughput.monitor.steps import optimizer_steps
 from tfthroughput.monitor.strategy import find_placement, global_batch_size
 from tfthroughput.monitor.windows import Window
 
@@ -230,7 +231,7 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        self._iterations_at_epoch_start = self._optimizer_iterations()
+        self._iterations_at_epoch_start = optimizer_steps(self.model)
         steps = self.params.get("steps") if self.params else None
         training.begin_epoch(epoch, self._iterations_at_epoch_start, steps)
 
@@ -320,20 +321,8 @@ class GPUMonitor(keras.callbacks.Callback):
             clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
         return clone
 
-    def _optimizer_iterations(self) -> int | None:
-        optimizer = getattr(self.model, "optimizer", None)
-        iterations = getattr(optimizer, "iterations", None)
-        if iterations is None:
-            return None
-        try:
-            # Keras's own scalar conversion, on every backend (a torch tensor on a GPU too);
-            # without the NumPy round trip that warns about `__array__` under NumPy 2.
-            return int(iterations)
-        except Exception:  # noqa: BLE001 - fall back to Keras's own step count
-            return None
-
     def _steps_this_epoch(self) -> int | None:
-        now = self._optimizer_iterations()
+        now = optimizer_steps(self.model)
         if now is not None and self._iterations_at_epoch_start is not None:
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
