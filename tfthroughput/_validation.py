@@ -46,6 +46,23 @@ def check_positive_int(
     return int(value)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Check that ``value`` is a bool (not merely truthy: ``0``, ``"no"`` and ``None`` are refused).
+
+    Raises:
+        TypeError: If it is not a bool, naming the argument and the value.
+
+    Example:
+        >>> check_bool("update_logs", "yes")
+        Traceback (most recent call last):
+        ...
+        TypeError: `update_logs` must be a bool. Received: update_logs='yes'
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
+    return value
+
+
 def check_writable_folder(name: str, path: object) -> str:
     """Create the folder ``path`` if needed and check that this process can write in it.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_bool, check_positive_int
 
 
 def _check_arguments(
@@ -42,9 +42,8 @@ def _check_arguments(
         ("threadpool_size", threadpool_size),
     ):
         check_positive_int(name, value, allow_none=True)
-    for name, value in (("drop_remainder", drop_remainder), ("deterministic", deterministic)):
-        if not isinstance(value, bool):
-            raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
+    check_bool("drop_remainder", drop_remainder)
+    check_bool("deterministic", deterministic)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise TypeError(f"`seed` must be an int or None. Received: seed={seed!r}")
     if not isinstance(repeat, bool):

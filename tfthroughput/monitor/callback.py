@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import keras
 
-from tfthroughput._validation import check_folder_name, check_positive_int
+from tfthroughput._validation import check_bool, check_folder_name, check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import Sampler, validate_interval
@@ -47,7 +47,6 @@ from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live import LiveRun
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
-    check_bool,
     check_log_dir,
     check_source_factory,
     check_statistics,

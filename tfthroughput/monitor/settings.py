@@ -45,12 +45,6 @@ def check_statistics(statistics: object) -> tuple[str, ...]:
     return tuple(statistics)
 
 
-def check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
-    return value
-
-
 def check_source_factory(sources: object) -> None:
     if sources is not None and not callable(sources):
         raise TypeError(

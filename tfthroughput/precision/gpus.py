@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput._optional import import_tensorflow
+from tfthroughput._validation import check_bool
 
 # TensorFlow raises RuntimeError with these words when the device configuration is changed after
 # the runtime has created its devices.
@@ -100,10 +101,7 @@ def _configure(
     visible: Sequence[int] | None,
 ) -> GPUConfiguration:
     """The work of :func:`configure_gpus` against a ``tf.config``-like object."""
-    if not isinstance(memory_growth, bool):
-        raise TypeError(
-            f"`memory_growth` must be a bool. Received: memory_growth={memory_growth!r}"
-        )
+    check_bool("memory_growth", memory_growth)
     gpus = list(config.list_physical_devices("GPU"))
     indices = _check_visible(visible, len(gpus))
     limits = _check_limits(memory_limit_mb, indices, len(gpus))
