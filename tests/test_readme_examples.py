@@ -1,10 +1,14 @@
-"""The README's Python examples run as written, and print what the README says they print.
+"""The Python examples of the README and of every docs page run as written, and print what the
+page says they print.
 
 Every ```python block runs in a fresh interpreter in an empty folder, unless its fence says
-```python fragment (a piece that needs the reader's own model or data). Where the README shows
-the output right after a block ("prints ...:", "ends with ...:", "printed, it reads:"), each
-shown line must appear in the output, in order, with any number standing for any number and
-runs of spaces for any spacing; a "..." line stands for lines left out.
+```python fragment (a piece that needs the reader's own model or data). A block fenced
+```python no-tensorflow runs with TensorFlow impossible to import and no ``KERAS_BACKEND`` set,
+as on a machine without TensorFlow. Where the page shows the output right after a block
+("prints ...:", "ends with ...:", "printed, it reads:"), each shown line must appear in the
+output, in order, with any number standing for any number and runs of spaces for any spacing;
+a "..." line stands for lines left out. A block that appears word for word on two pages (the
+README's and a docs page's) runs once.
 """
 
 from __future__ import annotations
@@ -17,19 +21,22 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = (None, "no-tensorflow")
 FENCE = re.compile(r"^```(\S*)(?: (\S+))?\n(.*?)^```\n", re.M | re.S)
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
-def _examples() -> list[tuple[int, str, list[str] | None]]:
-    """``(line, code, shown output or None)`` for each runnable Python block."""
-    text = README.read_text()
+def _examples(page: Path) -> list[tuple[int, str, str | None, list[str] | None]]:
+    """``(line, code, marker, shown output or None)`` for each runnable Python block."""
+    text = page.read_text()
     fences = list(FENCE.finditer(text))
     examples = []
     for index, fence in enumerate(fences):
         language, marker, code = fence.groups()
-        if language != "python" or marker == "fragment":
+        if language != "python" or marker not in RUNNABLE:
             continue
         shown = None
         following = fences[index + 1] if index + 1 < len(fences) else None
@@ -37,7 +44,7 @@ def _examples() -> list[tuple[int, str, list[str] | None]]:
             between = text[fence.end() : following.start()].strip()
             if between.endswith(":") and len(between) < 300:
                 shown = following.group(3).splitlines()
-        examples.append((text.count("\n", 0, fence.start()) + 1, code, shown))
+        examples.append((text.count("\n", 0, fence.start()) + 1, code, marker, shown))
     return examples
 
 
@@ -66,12 +73,31 @@ def _missing(shown: list[str], output: list[str]) -> list[str]:
     return missing
 
 
-EXAMPLES = _examples()
+def _unique_examples() -> list[tuple[str, str, str | None, list[str] | None]]:
+    """``(where, code, marker, shown)`` over every page, each block's code once."""
+    seen, examples = set(), []
+    for page in PAGES:
+        for line, code, marker, shown in _examples(page):
+            if (code, marker) not in seen:
+                seen.add((code, marker))
+                examples.append((f"{page.relative_to(ROOT)}:{line}", code, marker, shown))
+    return examples
 
 
-def test_the_readme_has_runnable_examples_with_shown_output():
-    assert len(EXAMPLES) >= 8
-    assert sum(shown is not None for _, _, shown in EXAMPLES) >= 4
+EXAMPLES = _unique_examples()
+
+
+def test_the_readme_and_the_docs_have_runnable_examples_with_shown_output():
+    assert sum(where.startswith("README.md") for where, *_ in EXAMPLES) >= 3
+    assert sum(where.startswith("docs/") for where, *_ in EXAMPLES) >= 8
+    assert sum(shown is not None for *_, shown in EXAMPLES) >= 6
+    assert any(marker == "no-tensorflow" for _, _, marker, _ in EXAMPLES)
+
+
+def test_a_block_fenced_no_tensorflow_cannot_import_it(tmp_path):
+    code = _child_code("import tensorflow", "no-tensorflow")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "No module named 'tensorflow'" in result.stderr
 
 
 def test_a_shown_line_must_match_in_order():
@@ -81,15 +107,26 @@ def test_a_shown_line_must_match_in_order():
     assert _missing(["took 9 s"], output) == ["took 9 s"]
 
 
+def _child_code(code: str, marker: str | None) -> str:
+    """The block as the child interpreter runs it: after the TensorFlow blocker if so fenced."""
+    if marker != "no-tensorflow":
+        return code
+    return f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport without_tensorflow\n{code}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("code", "shown"),
-    [pytest.param(code, shown, id=f"README.md:{line}") for line, code, shown in EXAMPLES],
+    ("code", "marker", "shown"),
+    [pytest.param(code, marker, shown, id=where) for where, code, marker, shown in EXAMPLES],
 )
-def test_the_example_runs_and_prints_what_the_readme_shows(code, shown, tmp_path):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP_")}
+def test_the_example_runs_and_prints_what_the_page_shows(code, marker, shown, tmp_path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("TF_CPP_") and key != "KERAS_BACKEND"
+    }
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", _child_code(code, marker)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
