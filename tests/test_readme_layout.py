@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _layout_table() -> dict[str, set[str]]:
-    section = (ROOT / "CONTRIBUTING.md").read_text().split("Layout, one folder per concern", 1)[1]
+    section = (ROOT / "CONTRIBUTING.md").read_text().split("### Layout", 1)[1]
     table = {}
     for line in section.splitlines()[1:]:
         if table and not line.startswith("|"):
