@@ -28,6 +28,7 @@ from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.diagnosis.measure import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.callback import GPUMonitor
+from tfthroughput.demo_runs import replace_previous_runs
 from tfthroughput.monitor.run_report_html import write_report
 
 CLASSES = ("disc", "square", "stripes")
@@ -49,6 +50,21 @@ class RunSummary:
     epoch_seconds: float
     gpu_utilization_percent: float | None
     cpu_percent: float | None
+
+
+def window_steps_for(steps_per_epoch: int, windows: int = WINDOWS_PER_EPOCH) -> int:
+    """Steps per window: the divisor of ``steps_per_epoch`` nearest ``windows`` per epoch.
+
+    Keras's ``TensorBoard(update_freq=N)`` writes its ``epoch_*`` charts only when its count
+    of training batches is a multiple of ``N`` at the epoch's end, so ``N`` must divide the
+    steps per epoch (on a tie, the smaller window).
+
+    Example:
+        >>> window_steps_for(40), window_steps_for(38), window_steps_for(7), window_steps_for(2)
+        (10, 19, 7, 1)
+    """
+    divisors = [d for d in range(1, steps_per_epoch + 1) if steps_per_epoch % d == 0]
+    return min(divisors, key=lambda d: (abs(steps_per_epoch / d - windows), d))
 
 
 def write_images(folder: str, count: int, seed: int = 0, echo: Print = print) -> list[str]:
@@ -273,7 +289,7 @@ def gpu_status() -> str:
 
 def run_demo(
     *,
-    images: int = 1200,
+    images: int = 1280,
     epochs: int = 3,
     batch_size: int = 32,
     log_dir: str = "logs/tfthroughput-demo",
@@ -300,7 +316,8 @@ def run_demo(
         echo(f"[1/4] Reusing {images} JPEGs in {data_dir}")
     labels = labels_of(paths)
     echo(f"GPU metrics: {gpu_status()}")
-    window_steps = max(1, math.ceil(len(paths) / batch_size) // WINDOWS_PER_EPOCH)
+    window_steps = window_steps_for(math.ceil(len(paths) / batch_size))
+    replace_previous_runs(log_dir, echo)
 
     runs = []
     for step, (name, make) in enumerate(
