@@ -25,10 +25,10 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_writable_folder
 from tfthroughput.data.pipeline import build_pipeline
+from tfthroughput.demo_runs import replace_previous_runs
 from tfthroughput.diagnosis.measure import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.callback import GPUMonitor
-from tfthroughput.demo_runs import replace_previous_runs
 from tfthroughput.monitor.run_report_html import write_report
 
 CLASSES = ("disc", "square", "stripes")
