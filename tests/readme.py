@@ -28,7 +28,7 @@ def backend_table() -> list[tuple[list[str], str]]:
     """``(names, without_tensorflow)`` rows of docs/backends.md's table of what needs
     TensorFlow: the backquoted names of the first column (calls such as
     ``recommend_precision()`` kept as written) and the third column."""
-    section = BACKENDS_PAGE.read_text().split("| public names |", 1)[1]
+    section = BACKENDS_PAGE.read_text().split("| public names", 1)[1]
     rows = []
     for line in section.splitlines():
         if rows and not line.startswith("|"):

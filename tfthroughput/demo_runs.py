@@ -12,7 +12,7 @@ import os
 import shutil
 from collections.abc import Callable
 
-from tfthroughput.monitor.run_report_html import REPORT_FILE_NAME
+from tfthroughput.report.html import REPORT_FILE_NAME
 
 # The runs the demo writes under its log folder, one per pipeline.
 RUN_NAMES = ("naive", "build_pipeline")
