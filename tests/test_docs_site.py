@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tfthroughput
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 README_LIMIT_BYTES = 15 * 1024
@@ -60,9 +62,17 @@ def test_the_site_builds_strictly_with_the_api_reference(tmp_path):
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    pages = {path.stem for path in (ROOT / "docs").glob("*.md")}
-    built = {path.parent.name for path in site.glob("*/index.html")} | {"index"}
-    assert pages <= built
-    api = (site / "api" / "index.html").read_text()
-    # Rendered from GPUMonitor's docstring: its summary line and its Args section.
-    assert "GPUMonitor" in api and "update_freq" in api
+    pages = {
+        path.relative_to(ROOT / "docs").with_suffix("").as_posix()
+        for path in (ROOT / "docs").rglob("*.md")
+    }
+    built = {path.parent.relative_to(site).as_posix() for path in site.rglob("index.html")} - {"."}
+    assert {page.removesuffix("/index") for page in pages} - {"index"} <= built
+    # The reference lists every top-level name, each linked to its entry rendered from its
+    # docstring (GPUMonitor's Args name update_freq).
+    names = (site / "api" / "index.html").read_text()
+    for name in tfthroughput.__all__:
+        assert f"<code>{name}</code>" in names, name
+    monitor = (site / "api" / "monitor" / "index.html").read_text()
+    assert 'id="tfthroughput.monitor.gpu_monitor.GPUMonitor"' in monitor
+    assert "update_freq" in monitor
