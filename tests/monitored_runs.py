@@ -98,8 +98,9 @@ def write_monitored_runs(log_dir, *, gpu: bool = True) -> None:
 
 
 def medians_from_event_files(run_dir) -> dict[str, float]:
-    """Each scalar tag's median over epochs, read with TensorFlow's own record reader."""
+    """Each scalar tag's median over epochs 2 and later (the report leaves the first out), read
+    with TensorFlow's own record reader."""
     return {
-        tag: statistics.median(value for _, value in points)
+        tag: statistics.median(value for _, value in points[1:])
         for tag, points in read_scalars(run_dir).items()
     }

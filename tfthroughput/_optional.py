@@ -35,8 +35,9 @@ def install_command(extra: str) -> str:
         A shell command, quoted so it pastes as is.
 
     Example:
-        >>> install_command("report")  # doctest: +ELLIPSIS
-        '... install ...[report]...'
+        >>> command = install_command("report")  # from a clone: "<python> -m pip install -e ..."
+        >>> " install " in command and command.endswith("[report]'")
+        True
     """
     root = Path(__file__).resolve().parents[1]
     if (root / "setup.cfg").is_file() and (root / "tfthroughput").is_dir():
