@@ -76,7 +76,11 @@ def write_monitored_runs(log_dir, *, gpu: bool = True) -> None:
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
         model.compile("sgd", "mse")
         monitor = GPUMonitor(
-            run_dir, interval=0.05, batch_size=BATCH_SIZE, sources=_sources(name, dial, gpu)
+            run_dir,
+            interval=0.05,
+            batch_size=BATCH_SIZE,
+            sources=_sources(name, dial, gpu),
+            update_freq=2,  # windows too (more points than epochs), as the demo writes them
         )
         callbacks = [dial, keras.callbacks.TensorBoard(run_dir), monitor]
         with warnings.catch_warnings():

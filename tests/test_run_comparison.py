@@ -72,6 +72,7 @@ def test_table_medians_and_ratios_match_the_event_files(log_dir):
 
 def test_the_speedup_is_stated_as_the_demo_states_it(log_dir):
     comparison = compare_runs(log_dir)
+    assert [run.epochs for run in comparison.runs] == [3, 3]
     assert comparison.label == "median of epochs 2-3"
     (speedup,) = comparison.speedups()
     rows = {row.tag: row for row in comparison.rows}

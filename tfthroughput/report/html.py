@@ -213,7 +213,9 @@ def _chart(figure_class, comparison: RunComparison, quantity: Quantity) -> str:
     axes = figure.add_subplot()
     for run, source, points in lines:
         label = f"{run.name} ({source})" if several_sources else run.name
-        axes.plot([step for step, _ in points], [value for _, value in points], "o-", label=label)
+        steps, values = [step for step, _ in points], [value for _, value in points]
+        # Not clipped: a line at 100 % on a 0-100 axis is drawn over the frame, not hidden.
+        axes.plot(steps, values, "o-", label=label, clip_on=False)
     axes.set_xlabel("epoch")
     axes.set_ylabel(quantity.unit)
     limits = axis_range(quantity.unit, [value for _, _, points in lines for _, value in points])

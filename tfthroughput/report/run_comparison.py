@@ -115,8 +115,11 @@ class Run:
 
     @property
     def epochs(self) -> int:
-        """Epochs the run logged (the longest of its tags)."""
-        return max((len(points) for points in self.scalars.values()), default=0)
+        """Epochs the run logged (the longest of its per-epoch tags; windows not counted)."""
+        return max(
+            (len(points) for tag, points in self.scalars.items() if _HARDWARE_TAG.match(tag)),
+            default=0,
+        )
 
     def median(self, tag: str) -> float | None:
         """:func:`steady_median` of a tag over the run's epochs, or None if it has no such tag."""
