@@ -9,10 +9,15 @@ as on a machine without TensorFlow. Where the page shows the output right after 
 output, in order, with any number standing for any number and runs of spaces for any spacing;
 a "..." line stands for lines left out. A block that appears word for word on two pages (the
 README's and a docs page's) runs once.
+
+The plain blocks run one after another in one child interpreter (tests/run_blocks.py), each
+in its own namespace and empty folder, so TensorFlow is imported once for all of them; a
+``no-tensorflow`` block runs alone in a fresh one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -114,25 +119,64 @@ def _child_code(code: str, marker: str | None) -> str:
     return f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport without_tensorflow\n{code}"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("code", "marker", "shown"),
-    [pytest.param(code, marker, shown, id=where) for where, code, marker, shown in EXAMPLES],
-)
-def test_the_example_runs_and_prints_what_the_page_shows(code, marker, shown, tmp_path):
+def _child_env() -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("TF_CPP_") and key != "KERAS_BACKEND"
     }
+    return {**env, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory) -> dict[str, dict]:
+    """Every plain block, run once in one child interpreter: ``{where: result}``."""
+    folder = tmp_path_factory.mktemp("blocks")
+    blocks = []
+    for index, (where, code, marker, _) in enumerate(EXAMPLES):
+        if marker is None:
+            (folder / str(index)).mkdir()
+            blocks.append({"where": where, "code": code, "folder": str(folder / str(index))})
+    (folder / "blocks.json").write_text(json.dumps(blocks))
     result = subprocess.run(
-        [sys.executable, "-c", _child_code(code, marker)],
-        cwd=tmp_path,
+        [
+            sys.executable,
+            str(TESTS / "run_blocks.py"),
+            str(folder / "blocks.json"),
+            str(folder / "results.json"),  # absolute: each block changes the working folder
+        ],
+        cwd=folder,
         capture_output=True,
         text=True,
-        timeout=300,
-        env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=900,
+        env=_child_env(),
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((folder / "results.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("where", "code", "marker", "shown"),
+    [pytest.param(where, code, marker, shown, id=where) for where, code, marker, shown in EXAMPLES],
+)
+def test_the_example_runs_and_prints_what_the_page_shows(
+    where, code, marker, shown, tmp_path, request
+):
+    if marker is None:
+        result = request.getfixturevalue("shared_run")[where]
+        assert result["ok"], result["error"]
+        stdout = result["stdout"]
+    else:
+        child = subprocess.run(
+            [sys.executable, "-c", _child_code(code, marker)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_child_env(),
+        )
+        assert child.returncode == 0, child.stderr[-3000:]
+        stdout = child.stdout
     if shown is not None:
-        assert _missing(shown, result.stdout.splitlines()) == [], result.stdout
+        assert _missing(shown, stdout.splitlines()) == [], stdout
