@@ -8,6 +8,7 @@
   exactly what each ``__all__`` exports, in the same order.
 - A line ``::: names tfthroughput`` becomes a table of the package's top-level names, each
   linked to its entry and described by its docstring's first line.
+- The docstrings' Sphinx roles (:func:`x`, :class:`x`, ...) show as code, without the role.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _MARKED_FENCE = re.compile(r"^(\s*```python) (?:fragment|no-tensorflow)\s*$", re
 _FACE_LINE = re.compile(r"^::: face (tfthroughput(?:\.\w+)*)\s*$", re.M)
 _NAMES_LINE = re.compile(r"^::: names (tfthroughput(?:\.\w+)*)\s*$", re.M)
 _ROOT = Path(__file__).resolve().parents[1]
+_ROLE_IN_HTML = re.compile(r":(?:func|class|meth|mod|data|attr|obj|exc):<code>~?")
+_ROLE_IN_TEXT = re.compile(r":(?:func|class|meth|mod|data|attr|obj|exc):`~?([^`]+)`")
 
 
 def face_exports(face: str) -> dict[str, str]:
@@ -38,7 +41,8 @@ def summary_line(module: str, name: str) -> str:
     path = _ROOT.joinpath(*module.split(".")).with_suffix(".py")
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name == name:
-            return (ast.get_docstring(node) or "").strip().splitlines()[0]
+            line = (ast.get_docstring(node) or "").strip().splitlines()[0]
+            return _ROLE_IN_TEXT.sub(r"`\1`", line)
     raise ValueError(f"{module} defines no {name}")
 
 
@@ -60,3 +64,8 @@ def on_page_markdown(markdown, **kwargs):
     """Drop the suite's fence markers and expand ``::: face`` and ``::: names`` lines."""
     markdown = _MARKED_FENCE.sub(r"\1", markdown)
     return _NAMES_LINE.sub(_names_table, _FACE_LINE.sub(_expand_face, markdown))
+
+
+def on_page_content(html, **kwargs):
+    """Render the docstrings' Sphinx roles as the plain code they name."""
+    return _ROLE_IN_HTML.sub("<code>", html)
