@@ -28,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUNNABLE = (None, "no-tensorflow")
 FENCE = re.compile(r"^```(\S*)(?: (\S+))?\n(.*?)^```\n", re.M | re.S)
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
