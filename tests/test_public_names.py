@@ -149,6 +149,7 @@ PINNED = {
     "recommend_precision": ("devices",),
     "Recommendation": ("action", "reason"),
     "RunComparison": ("log_dir", "runs", "rows"),
+    "Speedup": ("run", "baseline", "ratio", "unit", "label"),
     "SampleKey": ("args", "kwargs"),
     "Sampler": ("sources", "interval", "keep_running", "on_abandoned", "on_sample", "clock"),
     "Source": ("args", "kwargs"),
