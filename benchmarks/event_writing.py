@@ -27,7 +27,7 @@ from tensorboard.compat.proto import summary_pb2  # noqa: E402
 from tensorboard.plugins.scalar.summary import scalar_pb  # noqa: E402
 
 from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS  # noqa: E402
-from tfthroughput.monitor.events import EventWriter  # noqa: E402
+from tfthroughput.monitor.event_writer import EventWriter  # noqa: E402
 
 STATISTICS = ("mean", "min", "max", "p95")
 
