@@ -10,7 +10,7 @@ from tensorboard.plugins.scalar.summary import scalar_pb
 from tfthroughput.hardware.activity import BUSY_BUT_IDLE
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import MetricStats, summarize
-from tfthroughput.hardware.window import WindowStats, WindowTotal
+from tfthroughput.hardware.window_stats import WindowStats, WindowTotal
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,
     energy_joules,

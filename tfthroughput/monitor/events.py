@@ -19,7 +19,7 @@ from tfthroughput.hardware.activity import (
     overstates_work,
     utilization_and_sm_activity,
 )
-from tfthroughput.hardware.window import WindowStats
+from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.dashboard import WINDOW_PREFIX
 
 # Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`; the same figures of

@@ -22,8 +22,8 @@ from tfthroughput import GPUMonitor
 from tfthroughput.hardware.host import HostSource
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
-from tfthroughput.hardware.window import WindowStats, WindowTotal, merge_windows
-from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, parse_update_freq
+from tfthroughput.hardware.window_stats import WindowStats, WindowTotal, merge_windows
+from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, parse_update_freq
 
 
 @pytest.mark.parametrize(
