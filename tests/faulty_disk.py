@@ -15,8 +15,10 @@ class FaultyDisk:
     Attributes:
         write_error: Raised by every write while set (e.g. ``ENOSPC``: a full disk).
         create_error: Raised when a new file is created while set (a read-only folder).
-        hang: While set, a write waits (a hung network file system) until ``release`` is set.
+        hang: While set, a write waits (a hung network file system) until ``release`` is set,
+            30 s at most.
         blocked: Set once a write is waiting.
+        timed_out: Whether a write gave up waiting.
         created: Paths of the files created.
     """
 
@@ -26,6 +28,7 @@ class FaultyDisk:
         self.hang = False
         self.release = threading.Event()
         self.blocked = threading.Event()
+        self.timed_out = False  # a hung write gave up waiting for `release` (after 30 s)
         self.created: list[str] = []
 
     def create(self, path: str) -> _FaultyFile:
@@ -51,7 +54,8 @@ class _FaultyFile:
     def write(self, data: bytes) -> int:
         if self._disk.hang:
             self._disk.blocked.set()
-            self._disk.release.wait(30)
+            if not self._disk.release.wait(30):
+                self._disk.timed_out = True
         if self._disk.write_error is not None:
             raise self._disk.write_error
         return self._file.write(data)
