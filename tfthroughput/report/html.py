@@ -134,9 +134,8 @@ def _cell(value: float | None, text: str | None = None) -> str:
 def _runs_section(comparison: RunComparison) -> str:
     items = []
     for run in comparison.runs:
-        epochs = max((len(points) for points in run.scalars.values()), default=0)
         items.append(
-            f"<li><b>{_e(run.name)}</b>: {epochs} epoch(s), <code>{_e(run.path)}</code></li>"
+            f"<li><b>{_e(run.name)}</b>: {run.epochs} epoch(s), <code>{_e(run.path)}</code></li>"
         )
     return (
         "<h2>Runs</h2><p>In the order they were first written; the first is the baseline.</p>"

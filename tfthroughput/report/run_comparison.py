@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tfthroughput.hardware.metrics import ALL_METRICS
+from tfthroughput.monitor.dashboard import WINDOW_PREFIX
 
 # GPUMonitor's default `run_name`: such a run is named after the folder that holds it.
 MONITOR_RUN_NAME = "hardware"
@@ -100,6 +101,22 @@ class Run:
     path: str
     scalars: Mapping[str, tuple[tuple[int, float], ...]]
     diagnosis: str | None = None
+
+    @property
+    def epochs(self) -> int:
+        """Epochs the run logged: the distinct steps of its per-epoch tags.
+
+        Window tags (``window/...``) are left out: their steps are optimizer steps, and a run
+        with ``update_freq`` has several per epoch.
+        """
+        return len(
+            {
+                step
+                for tag, points in self.scalars.items()
+                if not tag.startswith(WINDOW_PREFIX)
+                for step, _ in points
+            }
+        )
 
     def median(self, tag: str) -> float | None:
         """Median of a tag over the run's epochs, or None if the run has no such tag."""
