@@ -225,7 +225,13 @@ def test_memory_ceiling_finds_the_true_limit_of_a_linear_model():
     alone = _finish_alone(_start_alone([small, large]))
     slope = (alone[large] - alone[small]) / (large - small)
     intercept = alone[small] - slope * small
-    assert 1.8 * MiB < slope < 2.2 * MiB  # 2 x 262144 float32 values per example: 2 MiB
+    # At least the model's own 2 MiB per example (an activation and its gradient, 2 x 262144
+    # float32 values), less 10 % of measurement noise. Above it, what the CPU's kernels keep
+    # per example: 2.0 MiB measured here with TensorFlow's own MatMul, 2.4 MiB on an AMD EPYC
+    # with AVX-512 BF16, where oneDNN's kernels hold buffers of their own. The search below is
+    # checked against this run's measured line, so it holds for whatever the CPU's slope is.
+    own_bytes = 2 * linear_memory.WIDTH * 4
+    assert 0.9 * own_bytes < slope < 1.5 * own_bytes, slope / MiB
     # A ceiling whose true limit is 336 examples, halfway between the two sizes the search
     # ends on, 96 MiB (14 %) from each: the peak of one size varies by up to about 8 % from
     # run to run (what the training step keeps alive at once depends on thread timing).
