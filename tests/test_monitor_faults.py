@@ -58,6 +58,19 @@ class AtEpochBegin(keras.callbacks.Callback):
             self.action()
 
 
+def _once_epoch_0_is_on_disk(run_dir, action):
+    """``action``, called once epoch 0's record is in the file: the writer's thread writes it
+    a moment after the epoch's end, and a fault injected before would hit it too."""
+
+    def wait_then_act():
+        deadline = time.monotonic() + 10
+        while not read_scalars(run_dir).get("epoch/seconds") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        action()
+
+    return wait_then_act
+
+
 def _monitoring_warnings(action) -> list[str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -162,9 +175,16 @@ def test_a_write_fault_mid_fit_is_warned_once_and_counted_and_training_goes_on(
 ):
     disk = FaultyDisk()
     monitor = _monitor(tmp_path, disk, update_freq=2)
+    run_dir = tmp_path / "hardware"
     fits = []
     told = _monitoring_warnings(
-        lambda: fits.append(fit(tiny_model(), [AtEpochBegin(1, getattr(disk, fault)), monitor], 3))
+        lambda: fits.append(
+            fit(
+                tiny_model(),
+                [AtEpochBegin(1, _once_epoch_0_is_on_disk(run_dir, getattr(disk, fault))), monitor],
+                epochs=3,
+            )
+        )
     )
     assert fits[0].epoch == [0, 1, 2]  # training never stopped
     # Once with the reason (at the next write, or at the end if none came), once with the
@@ -180,18 +200,10 @@ def test_a_write_fault_mid_fit_is_warned_once_and_counted_and_training_goes_on(
 
 def test_a_log_folder_deleted_mid_fit_is_made_again_and_the_fit_goes_on_there(tmp_path):
     run_dir = tmp_path / "hardware"
-
-    def delete_once_epoch_0_is_on_disk():
-        deadline = time.monotonic() + 10
-        while not read_scalars(run_dir).get("epoch/seconds") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        shutil.rmtree(tmp_path)
-
+    delete = _once_epoch_0_is_on_disk(run_dir, lambda: shutil.rmtree(tmp_path))
     told = _monitoring_warnings(
         lambda: fit(
-            tiny_model(),
-            [AtEpochBegin(1, delete_once_epoch_0_is_on_disk), _monitor(tmp_path, update_freq=2)],
-            epochs=3,
+            tiny_model(), [AtEpochBegin(1, delete), _monitor(tmp_path, update_freq=2)], epochs=3
         )
     )
     assert len(told) == 1 and "its event file was deleted; writing on in a new file" in told[0]

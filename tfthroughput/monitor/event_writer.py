@@ -15,7 +15,8 @@ dropped and counted.
 Faults: a record that cannot be written (a full disk, a read-only or deleted folder, a hung
 file system) is counted; the first fault of the writer's life (one ``fit``) is warned about
 once, with its reason, by the next caller of :meth:`~EventWriter.write` or by
-:meth:`~EventWriter.close`, and ``close`` says how many records were lost. After a fault the
+:meth:`~EventWriter.close`, and ``close`` says how many records were lost
+(:mod:`tfthroughput.monitor.write_faults`). After a fault the
 next record goes to a new file (with the Custom Scalars layout written again), so a file is
 never appended to after a half-written record; a folder deleted mid-``fit`` is made again.
 Nothing is raised to the training loop.
@@ -45,6 +46,7 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.dashboard import layout_summary
 from tfthroughput.monitor.events import scalar_summary
+from tfthroughput.monitor.write_faults import WriteFaults
 
 # Records the writer may be behind before new ones are dropped: about 1000 epochs or windows,
 # a few MB, so only a file system that stopped answering ever reaches it.
@@ -135,10 +137,7 @@ class EventWriter:
         self._idle = threading.Condition(self._lock)  # notified when nothing is queued
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._queued = 0  # records handed off and not yet written or lost
-        self._handed_off = 0
-        self._lost = 0
-        self._fault: str | None = None  # the first fault, as it will be told
-        self._fault_told = False
+        self._faults = WriteFaults(run_dir)
         self._closed = False
         self._abandoned = False  # close gave up waiting: the thread drops what is left
         self._thread = threading.Thread(
@@ -150,7 +149,7 @@ class EventWriter:
     def lost(self) -> int:
         """Records that could not be written so far."""
         with self._lock:
-            return self._lost
+            return self._faults.lost_records
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record handed off so far is written (or counted as lost).
@@ -188,13 +187,13 @@ class EventWriter:
         with self._lock:
             if self._thread.is_alive():  # a hung file system: give up what is still queued
                 self._abandoned = True
-                self._note_fault(
+                self._faults.lost(
                     self._queued,
                     f"the file system did not finish writing within {self._close_timeout:g} s",
                 )
                 self._queued = 0
                 self._idle.notify_all()
-            message = self._fault_message(at_close=True)
+            message = self._faults.due_message(at_close=True)
         if message is not None:
             warnings.warn(message, MonitoringWarning, stacklevel=2)
 
@@ -204,41 +203,15 @@ class EventWriter:
         with self._lock:
             if self._closed:
                 return
-            self._handed_off += 1
+            self._faults.handed_off()
             if self._queued >= QUEUE_LIMIT:
-                self._note_fault(1, f"the writer fell {QUEUE_LIMIT} records behind", what)
+                self._faults.lost(1, f"the writer fell {QUEUE_LIMIT} records behind", what)
             else:
                 self._queued += 1
                 self._queue.put((item, what))
-            message = self._fault_message(at_close=False)
+            message = self._faults.due_message(at_close=False)
         if message is not None:
             warnings.warn(message, MonitoringWarning, stacklevel=3)
-
-    def _note_fault(self, count: int, reason: str, what: str | None = None) -> None:
-        """Count ``count`` lost records; keep the first reason. Holds the lock."""
-        self._lost += count
-        if self._fault is None:
-            self._fault = f"{what}: {reason}" if what else reason
-
-    def _fault_message(self, *, at_close: bool) -> str | None:
-        """The warning due now, if any: the first fault once, the count at the end."""
-        if self._fault is None:
-            return None
-        where = f"GPUMonitor could not write to {self.run_dir!r}"
-        if not self._fault_told:
-            self._fault_told = True
-            if at_close:
-                return f"{where} ({self._fault}); {self._count()}. Training was not affected."
-            return (
-                f"{where} ({self._fault}). Training goes on; further write failures in this "
-                "fit are counted and not warned about, and the count is given at its end."
-            )
-        if at_close and self._lost:
-            return f"{where}: {self._count()} (first failure: {self._fault})."
-        return None
-
-    def _count(self) -> str:
-        return f"{self._lost} of {self._handed_off} record(s) were not written"
 
     def _run(self) -> None:
         while True:
@@ -263,7 +236,7 @@ class EventWriter:
         except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
             self._drop_file()  # the next record starts a new file, never after a torn one
             with self._lock:
-                self._note_fault(1, _reason(error), what)
+                self._faults.lost(1, _reason(error), what)
                 self._done()
             return
         with self._lock:
@@ -283,7 +256,7 @@ class EventWriter:
             # Deleted, or its folder deleted: what it held is gone; what comes next is kept.
             self._drop_file()
             with self._lock:
-                self._note_fault(0, "its event file was deleted; writing on in a new file")
+                self._faults.lost(0, "its event file was deleted; writing on in a new file")
         if self._records is None:
             self._records, self.path = self._new_file()
             if self._layout is not None and record is not self._layout:
