@@ -24,6 +24,7 @@ class FaultyDisk:
 
     def __init__(self) -> None:
         self.write_error: OSError | None = None
+        self.tear = False  # a failing write first writes half its bytes, as a full disk can
         self.create_error: OSError | None = None
         self.hang = False
         self.release = threading.Event()
@@ -38,8 +39,9 @@ class FaultyDisk:
         self.created.append(path)
         return file
 
-    def fill(self) -> None:
+    def fill(self, *, tear: bool = False) -> None:
         self.write_error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.tear = tear
 
     def make_read_only(self) -> None:
         self.write_error = OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -57,6 +59,9 @@ class _FaultyFile:
             if not self._disk.release.wait(30):
                 self._disk.timed_out = True
         if self._disk.write_error is not None:
+            if self._disk.tear:
+                self._file.write(data[: len(data) // 2])
+                self._file.flush()
             raise self._disk.write_error
         return self._file.write(data)
 

@@ -9,6 +9,8 @@ tests/faulty_disk.py): real files in ``tmp_path`` whose writes fail or hang on t
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -196,6 +198,67 @@ def test_a_write_fault_mid_fit_is_warned_once_and_counted_and_training_goes_on(
     scalars = read_scalars(tmp_path / "hardware")  # what came before the fault is all there
     assert _steps(scalars, "window/gpu0/utilization_percent/mean") == [2, 4]
     assert _steps(scalars, "gpu0/utilization_percent/mean") == [0]
+
+
+@contextlib.contextmanager
+def _small_filesystem(path: Path):
+    """A 1 MiB tmpfs mounted at ``path``; skips where this process may not mount (not root)."""
+    path.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)]
+    try:
+        result = subprocess.run(mount, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        pytest.skip("no `mount` command")
+    if result.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root: {result.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
+def test_a_real_disk_filled_mid_fit_is_warned_once_and_counted(tmp_path):
+    with _small_filesystem(tmp_path / "small") as log_dir:
+        run_dir = log_dir / "hardware"
+        fill = _once_epoch_0_is_on_disk(run_dir, lambda: _fill(log_dir))
+        fits = []
+        told = _monitoring_warnings(
+            lambda: fits.append(
+                fit(tiny_model(), [AtEpochBegin(1, fill), _monitor(log_dir, update_freq=2)], 3)
+            )
+        )
+        assert fits[0].epoch == [0, 1, 2]
+        assert 1 <= len(told) <= 2, told
+        assert "No space left on device" in told[0]
+        lost, handed_off = map(int, re.search(r"(\d+) of (\d+) record", told[-1]).groups())
+        # A record that still fitted in the file's last page was written; every other one is
+        # counted: the file's records and the count add up to all that was handed off.
+        scalars = read_scalars(run_dir)
+        windows = {
+            step
+            for tag, points in scalars.items()
+            if tag.startswith("window/")
+            for step, _ in points
+        }
+        epochs = {
+            step
+            for tag, points in scalars.items()
+            if not tag.startswith("window/")
+            for step, _ in points
+        }
+        layouts = len(summary_values(run_dir, "custom_scalars"))
+        assert lost >= 1 and len(windows) + len(epochs) + layouts + lost == handed_off
+        assert 0 in epochs and 2 not in epochs  # written before the disk filled; not after
+        assert len(event_files(run_dir)) == 1  # no empty file left by the attempts
 
 
 def test_a_log_folder_deleted_mid_fit_is_made_again_and_the_fit_goes_on_there(tmp_path):

@@ -233,8 +233,9 @@ class EventWriter:
             writer = self._open_writer(record)
             writer.write(record)
             writer.flush()
+            self._complete_bytes += _framed_size(record)
         except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
-            self._drop_file()  # the next record starts a new file, never after a torn one
+            self._drop_file(torn=True)  # the next record starts a new file
             with self._lock:
                 self._faults.lost(1, _reason(error), what)
                 self._done()
@@ -261,6 +262,8 @@ class EventWriter:
             self._records, self.path = self._new_file()
             if self._layout is not None and record is not self._layout:
                 self._records.write(self._layout)
+                self._records.flush()
+                self._complete_bytes += _framed_size(self._layout)
         return self._records
 
     def _new_file(self) -> tuple[RecordWriter, str]:
@@ -275,21 +278,34 @@ class EventWriter:
             except FileExistsError:
                 continue  # another writer has this name: take the next number
             writer = RecordWriter(file)
+            header = _serialized(wall_time=self._wall_clock(), file_version="brain.Event:2")
             try:
-                writer.write(
-                    _serialized(wall_time=self._wall_clock(), file_version="brain.Event:2")
-                )
+                writer.write(header)
                 writer.flush()
             except BaseException:
                 _close_quietly(writer)
                 _remove_quietly(path)  # no empty files left behind on a full disk
                 raise
+            self._complete_bytes = _framed_size(header)
             return writer, path
 
-    def _drop_file(self) -> None:
+    def _drop_file(self, *, torn: bool = False) -> None:
+        """Close the current file; after a failed write (``torn``), cut it back to its last
+        complete record, so that every reader (TensorFlow's too) reads it to the end."""
         file, self._records = self._records, None
-        if file is not None:
-            _close_quietly(file)  # every record was flushed; a failed one is counted already
+        if file is None:
+            return
+        _close_quietly(file)  # a failed record is counted already
+        if torn:
+            try:
+                os.truncate(self.path, self._complete_bytes)  # frees space: works on a full disk
+            except OSError:
+                pass  # deleted meanwhile, or the file system is gone: nothing left to mend
+
+
+def _framed_size(record: bytes) -> int:
+    """Bytes a record takes in the file: length (8), its CRC (4), the data, the data's CRC (4)."""
+    return len(record) + 16
 
 
 def _reason(error: BaseException) -> str:
