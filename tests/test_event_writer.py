@@ -77,9 +77,7 @@ def test_a_read_only_folder_fails_when_opened(tmp_path):
         _writer(tmp_path, disk)
 
 
-def test_names_are_never_tensorflows_and_an_existing_file_is_never_truncated(
-    tmp_path, monkeypatch
-):
+def test_names_are_never_tensorflows_and_an_existing_file_is_never_truncated(tmp_path, monkeypatch):
     run_dir = tmp_path / "hardware"
     run_dir.mkdir()
     monkeypatch.setattr(event_writer, "_file_numbers", itertools.count(0))
