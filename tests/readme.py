@@ -1,16 +1,19 @@
-"""The README's "Logged tags" table, parsed, so tests can hold it to the code."""
+"""Tables of the docs, parsed, so tests can hold them to the code: the logged tags
+(docs/tags.md) and what needs TensorFlow (docs/backends.md)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TAGS_PAGE = DOCS / "tags.md"
+BACKENDS_PAGE = DOCS / "backends.md"
 
 
 def logged_tags_table() -> list[tuple[str, str, str]]:
-    """``(tag, unit, meaning)`` rows of the table under "### Logged tags", tags still quoted."""
-    section = README.read_text().split("### Logged tags", 1)[1]
+    """``(tag, unit, meaning)`` rows of docs/tags.md's first table, tags still quoted."""
+    section = TAGS_PAGE.read_text()
     rows = []
     for line in section.splitlines():
         if rows and not line.startswith("|"):
@@ -22,10 +25,10 @@ def logged_tags_table() -> list[tuple[str, str, str]]:
 
 
 def backend_table() -> list[tuple[list[str], str]]:
-    """``(names, without_tensorflow)`` rows of the table under "### Keras on JAX or PyTorch, and
-    no TensorFlow": the backquoted names of the first column (calls such as
+    """``(names, without_tensorflow)`` rows of docs/backends.md's table of what needs
+    TensorFlow: the backquoted names of the first column (calls such as
     ``recommend_precision()`` kept as written) and the third column."""
-    section = README.read_text().split("### Keras on JAX or PyTorch, and no TensorFlow", 1)[1]
+    section = BACKENDS_PAGE.read_text().split("| public names", 1)[1]
     rows = []
     for line in section.splitlines():
         if rows and not line.startswith("|"):

@@ -15,6 +15,7 @@ from events import event_files, read_scalars
 from monitored_runs import write_monitored_runs
 
 import tfthroughput
+from tfthroughput._optional import install_command
 
 # What TensorFlow 2.21's native libraries print while they start, unless kept off the terminal:
 # absl's pre-init notice, then log lines such as
@@ -84,11 +85,14 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
         hardware = read_scalars(log_dir / run / "hardware")
         train = read_scalars(log_dir / run / "train")
         assert [step for step, _ in hardware["epoch/examples_per_second"]] == [0, 1]
+        # Keras writes its epoch charts only when its batch count at the epoch's end is a
+        # multiple of update_freq: the demo's windows divide the epoch, so both are there.
         assert [step for step, _ in train["epoch_loss"]] == [0, 1]
-        # 6 steps per epoch, a window every step (a quarter epoch, at least one step), on the
+        assert [step for step, _ in train["epoch_accuracy"]] == [0, 1]
+        # 6 steps per epoch: windows of 2 steps (the divisor nearest a quarter epoch), on the
         # same x-axis as Keras's batch-level loss.
         windows = [step for step, _ in hardware["window/examples_per_second"]]
-        assert windows == list(range(1, 13))
+        assert windows == list(range(2, 13, 2))
         assert [step for step, _ in train["batch_loss"]] == windows
     diagnosis = _text(log_dir / "naive" / "hardware", "diagnosis/report")
     assert len(diagnosis) == 1 and "Verdict: " in diagnosis[0]
@@ -99,7 +103,25 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
         "demo", "--images", "96", "--epochs", "1", "--batch-size", "16", "--log-dir", str(log_dir)
     )
     assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(
+        f"Replacing the previous demo's runs in {log_dir}: naive, build_pipeline\n"
+    )
     assert "[1/4] Reusing 96 JPEGs" in again.stdout
+    # Fresh runs: one epoch each, no line jumping back to an earlier run's steps.
+    for run in ("naive", "build_pipeline"):
+        hardware = read_scalars(log_dir / run / "hardware")
+        assert [step for step, _ in hardware["epoch/examples_per_second"]] == [0]
+        assert [step for step, _ in read_scalars(log_dir / run / "train")["epoch_loss"]] == [0]
+
+
+def test_the_demo_leaves_runs_it_did_not_write_alone(tmp_path):
+    (tmp_path / "logs" / "naive").mkdir(parents=True)
+    result = run_cli("demo", "--log-dir", str(tmp_path / "logs"), timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "tfthroughput demo: error: `--log-dir` already holds naive, which no demo wrote there"
+    )
+    assert (tmp_path / "logs" / "naive").is_dir()
 
 
 def test_info_reports_versions_devices_nvml_and_precision():
@@ -163,7 +185,7 @@ def test_report_on_bad_input_exits_1_with_one_line(tmp_path, make, message):
     assert result.stdout == ""
 
 
-def test_report_without_matplotlib_names_the_extra(tmp_path):
+def test_report_without_matplotlib_says_which_line_installs_it(tmp_path):
     code = (
         "import sys; sys.modules['matplotlib'] = None; from tfthroughput.cli import main; "
         f"sys.exit(main(['report', {str(tmp_path)!r}]))"
@@ -172,10 +194,31 @@ def test_report_without_matplotlib_names_the_extra(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 1
+    # Run from this clone: the hint installs the clone's extra, not the package index's.
     assert result.stderr == (
-        "tfthroughput report: error: the tfthroughput report draws its charts with matplotlib, "
-        "which is not installed: pip install 'tfthroughput[report]'\n"
+        "tfthroughput report: error: `tfthroughput report` needs matplotlib, which is not "
+        f"installed: {install_command('report')}\n"
     )
+    assert "-m pip install -e " in result.stderr and "[report]" in result.stderr
+
+
+def test_demo_without_tensorflow_says_which_line_installs_it(tmp_path):
+    tests = os.path.dirname(__file__)
+    code = (
+        f"import sys; sys.path.insert(0, {tests!r}); import without_tensorflow; "
+        "from tfthroughput.cli import main; "
+        f"sys.exit(main(['demo', '--log-dir', {str(tmp_path / 'logs')!r}]))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "KERAS_BACKEND"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "tfthroughput demo: error: `tfthroughput demo` needs TensorFlow, which is not "
+        f"installed: {install_command('tensorflow')}. "
+    )
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
 def test_report_has_help():

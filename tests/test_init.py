@@ -13,6 +13,7 @@ from pathlib import Path
 from readme import backend_table
 
 import tfthroughput
+from tfthroughput._optional import install_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -214,8 +215,8 @@ def test_without_tensorflow_the_readme_backend_table_holds():
     assert set(out["refused"]) == needs_it
     for name, message in out["refused"].items():
         assert message.startswith(
-            f"`{names[name]}.{name}` needs TensorFlow, which is not installed: pip install "
-            '"tfthroughput[tensorflow]".'
+            f"`{names[name]}.{name}` needs TensorFlow, which is not installed: "
+            f"{install_command('tensorflow')}."
         ), message
     assert out["works"] == {
         "mixed_precision": ["mixed_bfloat16", "float32"],  # scoped, then restored

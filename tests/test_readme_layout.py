@@ -1,4 +1,4 @@
-"""The README's layout table names every module of the package, each in its own folder."""
+"""CONTRIBUTING.md's layout table names every module of the package, each in its own folder."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _layout_table() -> dict[str, set[str]]:
-    section = (ROOT / "README.md").read_text().split("Layout, one folder per concern", 1)[1]
+    section = (ROOT / "CONTRIBUTING.md").read_text().split("### Layout", 1)[1]
     table = {}
     for line in section.splitlines()[1:]:
         if table and not line.startswith("|"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import html
 import re
 import subprocess
 import sys
@@ -16,7 +15,8 @@ from fits import fit, tiny_model
 from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
 
 from tfthroughput import GPUMonitor
-from tfthroughput.report.html import render_html, write_report
+from tfthroughput._optional import install_command
+from tfthroughput.report.html import axis_range, render_html, write_report
 from tfthroughput.report.run_comparison import compare_runs
 
 
@@ -61,9 +61,22 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
     fast = medians_from_event_files(log_dir / "build_pipeline" / "hardware")
     assert len(page.rows) == 7
     for tag, cells in page.rows.items():
-        assert cells == [naive[tag], fast[tag], fast[tag] / naive[tag]], tag
-    assert page.rows["gpu0/utilization_percent/mean"] == [30.0, 80.0, 80.0 / 30.0]
+        if tag.startswith("epoch/"):  # throughput and time: with their ratio
+            assert cells == [naive[tag], fast[tag], fast[tag] / naive[tag]], tag
+        else:  # percentages and memory: side by side, no ratio
+            assert cells == [naive[tag], fast[tag]], tag
+    assert page.rows["gpu0/utilization_percent/mean"] == [35.0, 85.0]
     assert "<th>build_pipeline / naive</th>" in page_text
+
+    # It opens with the verdict and the speed-up, stated as the demo's terminal states it.
+    verdict = page_text.index('<h2 id="verdict">Verdict</h2>')
+    assert verdict < page_text.index("<h2>Medians over epochs</h2>")
+    assert (
+        "<b>naive</b>: input-bound (the training step waits on the input pipeline)"
+        in (page_text[verdict : page_text.index("<h2>Medians over epochs</h2>")])
+    )
+    ratio = fast["epoch/examples_per_second"] / naive["epoch/examples_per_second"]
+    assert f"build_pipeline vs naive: {ratio:.2f}x examples/s (median of epochs 2-3)" in page_text
 
     # Six charts (steps/s is tabled only), each a PNG inside the page; nothing to fetch.
     assert len(page.sources) == 6
@@ -72,10 +85,15 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
         assert base64.b64decode(source.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
     assert not re.search(r"https?://", page_text)
 
-    # The diagnosis, escaped, under the run it concerns.
-    assert html.escape(DIAGNOSIS.to_markdown()) in page_text
+    # The diagnosis as HTML (its table a table), under the run it concerns; HTML inside its
+    # text is shown as text.
+    diagnosis = page_text[page_text.index("<h3>naive</h3>\n<div") :]
+    assert page_text.index("<h3>naive</h3>") > page_text.index("<h2>Diagnosis</h2>")
+    assert "<th>measurement</th>" in diagnosis and "<td>(a) input pipeline alone</td>" in diagnosis
+    assert "**" not in diagnosis and "|---|" not in diagnosis
+    assert f"<code>{DIAGNOSIS.recommendations[0].action}</code>" in diagnosis
+    assert "input &lt;b&gt;alone&lt;/b&gt; is 10x slower" in diagnosis
     assert "input <b>alone</b>" not in page_text
-    assert page_text.index("<h3>naive</h3>\n<pre>") > page_text.index("<h2>Diagnosis</h2>")
 
 
 def test_default_output_is_report_html_in_the_log_dir(log_dir):
@@ -111,7 +129,18 @@ def test_missing_matplotlib_is_an_import_error_naming_the_extra(log_dir):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert "pip install 'tfthroughput[report]'" in result.stdout
+    assert result.stdout == (
+        "`tfthroughput report` needs matplotlib, which is not installed: "
+        f"{install_command('report')}\n"
+    )
+
+
+def test_percentages_are_drawn_on_a_0_to_100_axis():
+    # Host CPU saturated at 99.4-100 % is a flat line at the top, not a zoomed-in crash.
+    assert axis_range("%", [99.4, 100.0, 99.8]) == (0.0, 100.0)
+    assert axis_range("%", [5.0]) == (0.0, 100.0)
+    assert axis_range("%", [210.0]) == (0.0, pytest.approx(220.5))  # a process's CPU: > 100 %
+    assert axis_range("examples/s", [400.0, 800.0]) is None
 
 
 def test_the_runs_epochs_are_counted_without_the_window_tags(tmp_path):

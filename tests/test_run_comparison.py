@@ -51,15 +51,35 @@ def test_table_medians_and_ratios_match_the_event_files(log_dir):
     for row in comparison.rows:
         expected = tuple(medians[row.tag] for medians in from_files)
         assert row.medians == expected, row.tag
-        assert row.ratios == (1.0, expected[1] / expected[0]), row.tag
+        if row.quantity.compared_by_ratio:
+            assert row.ratios == (1.0, expected[1] / expected[0]), row.tag
+        else:  # twice the host CPU or memory is not twice as good: no ratio
+            assert row.ratios == (None, None), row.tag
     by_tag = {row.tag: row for row in comparison.rows}
-    # The fake readings' medians, exactly.
-    assert by_tag["gpu0/utilization_percent/mean"].medians == (30.0, 80.0)
-    assert by_tag["gpu0/sm_activity_percent/mean"].medians == (15.0, 60.0)
-    assert by_tag["gpu0/memory_used_gib/mean"].medians == (3.25, 4.25)
-    assert by_tag["host/cpu_percent/mean"].ratios == (1.0, 90.0 / 50.0)
+    # The fake readings' medians over epochs 2-3 (the first left out), exactly.
+    assert by_tag["gpu0/utilization_percent/mean"].medians == (35.0, 85.0)
+    assert by_tag["gpu0/sm_activity_percent/mean"].medians == (20.0, 65.0)
+    assert by_tag["gpu0/memory_used_gib/mean"].medians == (3.375, 4.375)
+    assert by_tag["host/cpu_percent/mean"].ratios == (None, None)
+    assert [row.tag for row in comparison.rows if row.quantity.compared_by_ratio] == [
+        "epoch/examples_per_second",
+        "epoch/steps_per_second",
+        "epoch/seconds",
+    ]
     assert by_tag["gpu0/utilization_percent/mean"].source == "gpu0"
     assert by_tag["epoch/seconds"].source == ""
+
+
+def test_the_speedup_is_stated_as_the_demo_states_it(log_dir):
+    comparison = compare_runs(log_dir)
+    assert [run.epochs for run in comparison.runs] == [3, 3]
+    assert comparison.label == "median of epochs 2-3"
+    (speedup,) = comparison.speedups()
+    rows = {row.tag: row for row in comparison.rows}
+    assert speedup.ratio == rows["epoch/examples_per_second"].ratios[1]
+    assert str(speedup) == (
+        f"build_pipeline vs naive: {speedup.ratio:.2f}x examples/s (median of epochs 2-3)"
+    )
 
 
 def test_each_run_gets_the_diagnosis_written_in_its_folder(log_dir):

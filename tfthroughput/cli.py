@@ -15,8 +15,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tfthroughput import __version__
+from tfthroughput._optional import missing_package_error
 from tfthroughput._startup import load_tensorflow
 from tfthroughput._validation import check_writable_folder
+from tfthroughput.demo_runs import replace_previous_runs
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -87,7 +89,7 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--images",
         type=_positive_int,
-        default=1200,
+        default=1280,
         help="synthetic JPEGs to write (default: %(default)s)",
     )
     demo.add_argument(
@@ -116,6 +118,7 @@ def _demo(args: argparse.Namespace) -> int:
     # Both folders are written to only after training: check them before TensorFlow loads.
     log_dir = check_writable_folder("--log-dir", args.log_dir)
     data_dir = check_writable_folder("--data-dir", args.data_dir or os.path.join(log_dir, "data"))
+    replace_previous_runs(log_dir)  # before TensorFlow loads: a foreign run fails at once
     load_tensorflow(verbose=args.verbose)
     from tfthroughput.demo import run_demo
 
@@ -180,7 +183,7 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
         "writes one HTML file, viewable offline: per-epoch charts of GPU-Util, SM activity, "
         "GPU memory, host CPU, examples/s and epoch time, a table of each run's medians with "
         "ratios to the first run, and each run's diagnosis where one was written. Needs "
-        "matplotlib (pip install 'tfthroughput[report]').",
+        "matplotlib (the report extra).",
     )
     report.add_argument("logdir", metavar="LOGDIR", help="TensorBoard log folder")
     report.add_argument(
@@ -306,7 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tfthroughput`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        return args.run(args)
+        try:
+            return args.run(args)
+        except ImportError as error:  # a missing package: say which line installs it
+            clear = missing_package_error(f"tfthroughput {args.command}", error)
+            if clear is None:
+                raise
+            raise clear from error
     except KeyboardInterrupt:
         print(f"tfthroughput {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -9,6 +9,7 @@ everywhere.
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 
 from tfthroughput._optional import import_tensorflow
@@ -32,18 +33,14 @@ _VERDICT_MEANING = {
     ),
 }
 
-# TensorBoard tags written by DiagnosisReport.write_to_tensorboard, with their units.
+# TensorBoard tags written by DiagnosisReport.write_to_tensorboard, with their units. Text
+# only: each figure would be a chart of a single point, so the numbers stay in the report's
+# table, where they are read side by side.
 TENSORBOARD_TAGS = {
-    "diagnosis/report": "text: the markdown report",
-    "diagnosis/input_batches_per_second": "batches/s, input pipeline alone",
-    "diagnosis/compute_batches_per_second": "batches/s, training step on in-memory batches",
-    "diagnosis/fit_batches_per_second": "batches/s, input and training together in fit",
-    "diagnosis/input_bound_fraction": "fraction 0..1 of the fit step spent waiting on input",
-    "diagnosis/gpu_utilization_percent": "percent 0..100, mean during the fit measurement "
-    "(written only when measured)",
-    "diagnosis/sm_activity_percent": "percent 0..100, mean GPM SM activity during the fit "
-    "measurement (written only when measured: Hopper and newer)",
+    "diagnosis/report": "text: the markdown report (measurements, verdict, recommendations)",
 }
+# Width of the detail lines under each recommendation in the terminal text.
+_DETAIL_WIDTH = 96
 
 
 @dataclass(frozen=True)
@@ -169,8 +166,16 @@ class DiagnosisReport:
             *self._summary_lines(),
         ]
         if self.recommendations:
-            lines += ["", "Recommendations:"]
-            lines += [f"  {i}. {rec}" for i, rec in enumerate(self.recommendations, 1)]
+            lines += ["", "Recommendations (the action, then why):"]
+            for number, recommendation in enumerate(self.recommendations, 1):
+                lines.append(f"  {number}. {recommendation.action}")
+                lines += textwrap.wrap(
+                    recommendation.reason,
+                    _DETAIL_WIDTH,
+                    initial_indent="     ",
+                    subsequent_indent="     ",
+                    break_on_hyphens=False,
+                )
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
@@ -186,18 +191,23 @@ class DiagnosisReport:
             *(f"- {text}" for text in self._summary_lines()),
         ]
         if self.recommendations:
-            lines += ["", "**Recommendations**", ""]
-            lines += [
-                f"{i}. `{rec.action}`: {rec.reason}"
-                for i, rec in enumerate(self.recommendations, 1)
-            ]
+            lines += ["", "**Recommendations** (the action, then why)", ""]
+            for number, recommendation in enumerate(self.recommendations, 1):
+                # The detail is the item's second paragraph (indented 4): its own line.
+                lines += [
+                    f"{number}. `{recommendation.action}`",
+                    "",
+                    f"    {recommendation.reason}",
+                ]
+                lines.append("")
+            lines.pop()  # no blank line after the last item
         return "\n".join(lines)
 
     def write_to_tensorboard(self, log_dir: str, *, step: int = 0) -> None:
-        """Write the report to a TensorBoard log folder.
+        """Write the report to a TensorBoard log folder, as text.
 
-        The markdown report goes to the text tab under ``diagnosis/report``; the numbers go
-        to scalars (tags and units in :data:`TENSORBOARD_TAGS`).
+        The markdown report goes to the Text tab under ``diagnosis/report``. Its figures are
+        not written as scalars: each would be a chart of one point.
 
         Args:
             log_dir: Folder for the event file (created if missing), e.g. the ``log_dir`` of
@@ -213,22 +223,10 @@ class DiagnosisReport:
             raise TypeError(f"`step` must be an int. Received: step={step!r}")
         tf = import_tensorflow("DiagnosisReport.write_to_tensorboard")
 
-        scalars = {
-            "diagnosis/input_batches_per_second": self.input_batches_per_second,
-            "diagnosis/compute_batches_per_second": self.compute_batches_per_second,
-            "diagnosis/fit_batches_per_second": self.fit_batches_per_second,
-            "diagnosis/input_bound_fraction": self.input_bound_fraction,
-        }
-        if self.gpu_utilization_percent is not None:
-            scalars["diagnosis/gpu_utilization_percent"] = self.gpu_utilization_percent
-        if self.sm_activity_percent is not None:
-            scalars["diagnosis/sm_activity_percent"] = self.sm_activity_percent
         writer = tf.summary.create_file_writer(os.fspath(log_dir))
         try:
             with writer.as_default():
                 tf.summary.text("diagnosis/report", self.to_markdown(), step=step)
-                for tag, value in scalars.items():
-                    tf.summary.scalar(tag, value, step=step)
             writer.flush()
         finally:
             writer.close()

@@ -146,7 +146,8 @@ def default_sources(metrics: Collection[str] | None = None) -> list[Source]:
         The host source (if a host metric is wanted), then one source per GPU.
 
     Example:
-        >>> [source.name for source in default_sources(["cpu_percent", "ram_used_percent"])]
+        >>> sources = default_sources(["cpu_percent", "ram_used_percent"])
+        >>> sorted(source.name for source in sources)
         ['host']
     """
     discovery = discover_sources(metrics)

@@ -7,6 +7,7 @@ from tfthroughput._lazy import lazy_exports
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "RunComparison": "tfthroughput.report.run_comparison",
+    "Speedup": "tfthroughput.report.steady_epochs",
     "compare_runs": "tfthroughput.report.run_comparison",
     "write_report": "tfthroughput.report.html",
 }

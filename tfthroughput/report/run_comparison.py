@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tfthroughput.hardware.metrics import ALL_METRICS
-from tfthroughput.monitor.dashboard import WINDOW_PREFIX
+from tfthroughput.report.steady_epochs import Speedup, steady_label, steady_median
 
 # GPUMonitor's default `run_name`: such a run is named after the folder that holds it.
 MONITOR_RUN_NAME = "hardware"
@@ -36,6 +35,9 @@ class Quantity:
         unit: Unit of every value.
         absent: Why a run may lack it, said when no run has it.
         plotted: Whether the report draws it (``steps/s`` is tabled only).
+        compared_by_ratio: Whether a ratio to the baseline means something: throughput and
+            time do; a percentage or memory in use does not (twice the host CPU is not twice
+            as good, and 100 % cannot double).
     """
 
     title: str
@@ -43,6 +45,7 @@ class Quantity:
     unit: str
     absent: str
     plotted: bool = True
+    compared_by_ratio: bool = False
 
     def source_of(self, tag: str) -> str | None:
         """The source a tag belongs to (``""`` for run-wide tags), or None if not this one."""
@@ -79,9 +82,17 @@ QUANTITIES: tuple[Quantity, ...] = (
         r"epoch/examples_per_second",
         "examples/s",
         "GPUMonitor logs it only when given batch_size",
+        compared_by_ratio=True,
     ),
-    Quantity("steps/s", r"epoch/steps_per_second", "steps/s", "not logged", plotted=False),
-    Quantity("epoch time", r"epoch/seconds", "s", "not logged"),
+    Quantity(
+        "steps/s",
+        r"epoch/steps_per_second",
+        "steps/s",
+        "not logged",
+        plotted=False,
+        compared_by_ratio=True,
+    ),
+    Quantity("epoch time", r"epoch/seconds", "s", "not logged", compared_by_ratio=True),
 )
 
 
@@ -104,24 +115,16 @@ class Run:
 
     @property
     def epochs(self) -> int:
-        """Epochs the run logged: the distinct steps of its per-epoch tags.
-
-        Window tags (``window/...``) are left out: their steps are optimizer steps, and a run
-        with ``update_freq`` has several per epoch.
-        """
-        return len(
-            {
-                step
-                for tag, points in self.scalars.items()
-                if not tag.startswith(WINDOW_PREFIX)
-                for step, _ in points
-            }
+        """Epochs the run logged (the longest of its per-epoch tags; windows not counted)."""
+        return max(
+            (len(points) for tag, points in self.scalars.items() if _HARDWARE_TAG.match(tag)),
+            default=0,
         )
 
     def median(self, tag: str) -> float | None:
-        """Median of a tag over the run's epochs, or None if the run has no such tag."""
+        """:func:`steady_median` of a tag over the run's epochs, or None if it has no such tag."""
         points = self.scalars.get(tag)
-        return statistics.median(value for _, value in points) if points else None
+        return steady_median([value for _, value in points]) if points else None
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,8 @@ class Row:
         source: ``gpu<i>``, ``host`` or ``""`` (run-wide).
         tag: The TensorBoard tag whose per-epoch values the medians are taken over.
         medians: One per run, in the comparison's order (None where a run lacks the tag).
-        ratios: Each median over the first run's (None where either is missing or zero).
+        ratios: Each median over the first run's (None where either is missing or zero, and
+            for a quantity not compared by ratio).
     """
 
     quantity: Quantity
@@ -150,12 +154,36 @@ class RunComparison:
     Attributes:
         log_dir: The folder that was searched.
         runs: Runs with hardware tags, in the order they were first written.
-        rows: The comparison table, quantity by quantity (:data:`QUANTITIES` order).
+        rows: The comparison table, quantity by quantity (:data:`QUANTITIES` order); each
+            median is :func:`~tfthroughput.report.steady_epochs.steady_median` of the run's
+            epochs (the first epoch left out when there are two or more).
     """
 
     log_dir: str
     runs: tuple[Run, ...]
     rows: tuple[Row, ...]
+
+    @property
+    def label(self) -> str:
+        """Which epochs the medians are, as :func:`steady_label` states them."""
+        return steady_label(max((run.epochs for run in self.runs), default=0))
+
+    def speedups(self) -> tuple[Speedup, ...]:
+        """Each later run's examples/s (else steps/s) over the first run's, where both exist."""
+        by_tag = {row.tag: row for row in self.rows}
+        for tag, unit in (
+            ("epoch/examples_per_second", "examples/s"),
+            ("epoch/steps_per_second", "steps/s"),
+        ):
+            row = by_tag.get(tag)
+            if row is None:
+                continue
+            return tuple(
+                Speedup(run.name, self.runs[0].name, ratio, unit, self.label)
+                for run, ratio in zip(self.runs[1:], row.ratios[1:], strict=True)
+                if ratio is not None
+            )
+        return ()
 
     def series(self, quantity: Quantity) -> list[tuple[Run, str, tuple[tuple[int, float], ...]]]:
         """``(run, source, points)`` for every line of ``quantity``'s chart."""
@@ -313,7 +341,9 @@ def _rows(runs: tuple[Run, ...]) -> tuple[Row, ...]:
             medians = tuple(run.median(tag) for run in runs)
             baseline = medians[0]
             ratios = tuple(
-                None if baseline in (None, 0) or median is None else median / baseline
+                None
+                if not quantity.compared_by_ratio or baseline in (None, 0) or median is None
+                else median / baseline
                 for median in medians
             )
             rows.append(Row(quantity, quantity.source_of(tag) or "", tag, medians, ratios))
