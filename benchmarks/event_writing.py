@@ -1,7 +1,9 @@
 """What writing one epoch's scalars costs: the monitor's writer against `tf.summary`.
 
 The monitor writes each epoch's scalars (about 40 with two GPUs and the host) as one event,
-flushed, from the training thread at the end of the epoch. It used to do so through
+flushed. It now hands the scalars to a writer thread of its own (monitor/event_writer.py), so
+what is timed for it here is what the training thread spends: the hand-off. It used to write
+from the training thread, through
 `tf.summary` (each tag made with TensorBoard's `scalar_pb`, one `write_raw_pb`, a flush); it
 now builds the protos itself and writes them with TensorBoard's pure-Python record writer,
 which needs no TensorFlow. Both are timed here on the same scalars, alternated, medians of
@@ -27,7 +29,7 @@ from tensorboard.compat.proto import summary_pb2  # noqa: E402
 from tensorboard.plugins.scalar.summary import scalar_pb  # noqa: E402
 
 from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS  # noqa: E402
-from tfthroughput.monitor.events import EventWriter  # noqa: E402
+from tfthroughput.monitor.event_writer import EventWriter  # noqa: E402
 
 STATISTICS = ("mean", "min", "max", "p95")
 

@@ -8,6 +8,10 @@ per process, as the search's first trials do), then the peak RSS of a fit at the
 size over its own start, read from the kernel's high-water mark (Linux), printed as JSON.
 
     python tests/linear_memory.py <batch_size>
+
+Run as ``search``, it imports TensorFlow, reads a memory budget in bytes from stdin (so it can
+start while the truth is measured), runs the batch-size search under test in this fresh process
+and prints its trials.
 """
 
 from __future__ import annotations
@@ -78,6 +82,30 @@ def measure_alone(batch_size: int) -> int:
     return _status("VmHWM") - start
 
 
+def search(budget_bytes: int) -> dict:
+    """find_batch_size over 96..1024 (4 trials) with ``budget_bytes`` over this process's
+    settled RSS, as JSON-ready trials."""
+    from tfthroughput import find_batch_size
+
+    result = find_batch_size(
+        build_model,
+        examples(),
+        min_batch_size=96,
+        max_batch_size=1024,
+        steps=1,
+        max_trials=4,  # 96 192 384, then 288: bisection after a trial that did not fit
+        memory_limit_mib=(settled_rss() + budget_bytes) // 2**20,
+    )
+    return {
+        "trials": [[t.batch_size, t.memory_bytes, t.fits] for t in result.trials],
+        "largest_fitting": result.largest_fitting,
+        "text": str(result),
+    }
+
+
 if __name__ == "__main__":
-    size = int(sys.argv[1])
-    print(json.dumps({"batch_size": size, "memory_bytes": measure_alone(size)}))
+    if sys.argv[1] == "search":  # python tests/linear_memory.py search, the budget on stdin
+        print(json.dumps(search(int(sys.stdin.readline()))))
+    else:
+        size = int(sys.argv[1])
+        print(json.dumps({"batch_size": size, "memory_bytes": measure_alone(size)}))

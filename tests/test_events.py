@@ -1,25 +1,18 @@
-"""`monitor.events`: statistics to scalars and `logs` entries, and the event writer."""
+"""`monitor.events`: statistics to scalars and `logs` entries."""
 
 from __future__ import annotations
 
-import errno
-
 import numpy as np
 import pytest
-from events import event_files, read_scalars
 from readme import logged_tags_table
 from tensorboard.plugins.scalar.summary import scalar_pb
-from tensorboard.summary.writer.record_writer import RecordWriter
 
 from tfthroughput.hardware.activity import BUSY_BUT_IDLE
 from tfthroughput.hardware.sampler import SampleKey
-from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats, summarize
 from tfthroughput.hardware.window_stats import WindowStats, WindowTotal
-from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,
-    EventWriter,
     energy_joules,
     epoch_figures,
     hardware_scalars,
@@ -196,59 +189,8 @@ def test_window_scalars_are_the_epochs_tags_under_window():
     }
 
 
-def test_the_layout_is_written_only_when_asked(tmp_path):
-    writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
-    (file,) = event_files(tmp_path / "hardware")
-    assert b"tfthroughput:" not in open(file, "rb").read()  # not before the sources are known
-    writer.write_layout(hardware_layout([SampleKey("host", "cpu_percent")]))
-    writer.close()
-    assert b"tfthroughput: host (mean and p95, per epoch)" in open(file, "rb").read()
-
-
 @pytest.mark.parametrize("value", [0, 7, 50.0, 23.6 - 0.5, 1e-9, -3.25, np.float64(0.1)])
 def test_scalar_summaries_are_byte_for_byte_tensorboards_own(value):
     tag = "gpu0/utilization_percent/mean"
     expected = scalar_pb(tag, value).SerializeToString()
     assert scalar_summary({tag: value}).SerializeToString() == expected
-
-
-def test_the_writer_writes_every_scalar_at_its_step_and_ignores_writes_after_close(tmp_path):
-    writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
-    writer.write(3, {"gpu0/utilization_percent/mean": 50.0, "epoch/seconds": 2.0})
-    writer.write(4, {"gpu0/utilization_percent/mean": 75.0})
-    writer.close()
-    writer.write(5, {"gpu0/utilization_percent/mean": 99.0})
-    writer.close()
-    assert read_scalars(tmp_path / "hardware") == {
-        "gpu0/utilization_percent/mean": [(3, 50.0), (4, 75.0)],
-        "epoch/seconds": [(3, 2.0)],
-    }
-
-
-def test_an_unwritable_folder_fails_when_opened(tmp_path):
-    blocker = tmp_path / "a_file"
-    blocker.write_text("not a folder")
-    with pytest.raises(ValueError, match="`log_dir` is not writable") as info:
-        EventWriter(str(blocker / "hardware"), str(blocker))
-    assert f"Received: log_dir={str(blocker)!r}" in str(info.value)
-
-
-def test_a_fault_while_writing_is_a_warning(tmp_path):
-    class FullDisk:
-        """A file on a full disk, under TensorBoard's real record writer."""
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def flush(self):
-            pass
-
-        def close(self):
-            pass
-
-    writer = EventWriter(str(tmp_path / "hardware"), str(tmp_path))
-    writer._writer.close()
-    writer._writer = RecordWriter(FullDisk())
-    with pytest.warns(MonitoringWarning, match="could not write epoch 2 .*No space left"):
-        writer.write(2, {"gpu0/utilization_percent/mean": 50.0})
-    writer.close()

@@ -91,12 +91,33 @@ def test_each_thread_measures_from_its_own_previous_reading():
     reader.start()
     reader.join()
     assert other_thread == [{"process_cpu_percent": pytest.approx(50.0)}]
-    # ... and this thread, 1 ms after its own last reading, waits for a long enough span.
-    assert source.read() == {}
-    # That attempt did not restart its span: the next one still runs from 1 s.
+    # ... and this thread, 1 ms after its own last reading, gets the trailing span from the
+    # latest reading at least 0.1 s old (creation): 0.5005 CPU-s over 1.001 s.
+    assert source.read() == {"process_cpu_percent": pytest.approx(50.0)}
+    # That reading did not restart its own span: the next one still runs from 1 s.
     clock.now = 1.0 + 2 * MIN_CPU_SPAN_SECONDS
     process.cpu_seconds = 0.5 + MIN_CPU_SPAN_SECONDS
     assert source.read() == {"process_cpu_percent": pytest.approx(50.0)}
+
+
+def test_a_reading_too_soon_after_the_last_gets_the_trailing_span_of_any_thread():
+    # The end of a window a few steps long, read on Keras's callback thread: its own last
+    # reading was 20 ms ago, the sampler thread's 0.3 s ago.
+    process = _FakeProcess(rss=GIB)
+    clock = FakeClock(0.0)
+    source = HostSource(["process_cpu_percent"], process=process, clock=clock)
+    assert source.read() == {}  # within 0.1 s of creation: nothing to measure over
+    clock.advance(1.0)
+    process.cpu_seconds = 0.5
+    sampler = threading.Thread(target=source.read)  # the sampler thread: 0 -> 1 s
+    sampler.start()
+    sampler.join()
+    clock.advance(0.28)
+    process.cpu_seconds = 0.64  # 0.14 CPU-s in 0.28 s: 50 %
+    assert source.read() == {"process_cpu_percent": pytest.approx(50.0)}  # 0 -> 1.28 s
+    clock.advance(0.02)
+    process.cpu_seconds = 0.71  # 0.21 CPU-s over the trailing 0.3 s, from the sampler's read
+    assert source.read() == {"process_cpu_percent": pytest.approx(70.0)}
 
 
 @pytest.mark.parametrize(

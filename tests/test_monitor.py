@@ -211,8 +211,10 @@ def test_an_interrupted_fit_stops_the_thread_and_keeps_what_was_sampled(tmp_path
     wait_for_no_sampler_thread()
     assert sampler_threads() == []
     scalars = read_scalars(tmp_path / "hardware")
-    # Epoch 0 completed; epoch 1 was cut short but its samples are on disk.
-    assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 20.0)]
+    # Epoch 0 completed; epoch 1 was cut short after step 7, and its samples are on disk as
+    # a window at that step: epoch tags hold completed epochs, each once (test_monitor_faults).
+    assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0)]
+    assert scalars["window/gpu0/utilization_percent/mean"] == [(7, 20.0)]
     assert [step for step, _ in scalars["epoch/seconds"]] == [0]
 
 
@@ -239,29 +241,6 @@ def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
     assert {tag.split("/")[0] for tag in scalars} == {"host", "epoch"}
     assert 0.0 <= scalars["host/ram_used_percent/mean"][0][1] <= 100.0
     assert scalars["host/process_rss_gib/min"][0][1] > 0.0
-
-
-def test_a_writer_fault_is_reported_not_raised(tmp_path):
-    class BrokenWriter:
-        def write(self, data):
-            raise OSError("disk full")
-
-        def flush(self):
-            pass
-
-        def close(self):
-            pass
-
-    dial = EpochDial()
-    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(dial))
-
-    class BreakWriter(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            monitor._training.writer._writer = BrokenWriter()  # the record writer inside
-
-    with pytest.warns(MonitoringWarning, match="disk full"):
-        history = fit(tiny_model(), [dial, BreakWriter(), monitor])
-    assert len(history.history["loss"]) == 2
 
 
 @pytest.mark.parametrize(

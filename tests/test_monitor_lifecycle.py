@@ -160,7 +160,9 @@ def test_an_interrupted_fit_leaves_nothing_of_fit_alive_and_releases_the_sampler
     assert [ref() for ref in training_data] == [None, None]  # collectable: nothing pins them
     assert [ref() for ref in released] == [None] * 3  # sampler and sources let go
     scalars = read_scalars(tmp_path / "hardware")
-    assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 20.0)]
+    # Epoch 1, cut short, is a window at the step where it stopped (step 7).
+    assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0)]
+    assert scalars["window/gpu0/utilization_percent/mean"] == [(7, 20.0)]
 
 
 def drive_by_hand(monitor: GPUMonitor, dial: EpochDial, epochs: int) -> None:

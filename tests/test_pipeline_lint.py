@@ -143,6 +143,21 @@ def test_shuffle_after_batch_and_shuffle_buffer_smaller_than_a_batch():
     assert lint_pipeline(_range().shuffle(64, seed=1).batch(16).prefetch(1)).findings == ()
 
 
+def test_a_shuffle_of_file_names_is_not_compared_with_the_batch_of_records(record_files):
+    # The tf.data guide's own pattern: shuffle every file name, then read records from them.
+    files = tf.data.Dataset.from_tensor_slices(record_files)
+    for read in (
+        lambda names: names.interleave(tf.data.TFRecordDataset, cycle_length=2),
+        lambda names: names.flat_map(tf.data.TFRecordDataset),
+    ):
+        pipeline = read(files.shuffle(len(record_files), seed=1)).batch(8).prefetch(1)
+        assert "small-shuffle-buffer" not in lint_pipeline(pipeline).rules
+    # After the records are read, a shuffle smaller than the batch is still found.
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=2)
+    small = lint_pipeline(records.shuffle(4, seed=1).batch(8).prefetch(1))
+    assert "small-shuffle-buffer" in small.rules
+
+
 def test_interleave_over_files_with_cycle_length_one(record_files):
     files = tf.data.Dataset.from_tensor_slices(record_files)
     one = files.interleave(tf.data.TFRecordDataset, cycle_length=1, num_parallel_calls=1)

@@ -10,8 +10,11 @@ import textwrap
 from html.parser import HTMLParser
 
 import pytest
+from fakes import FakeSource
+from fits import fit, tiny_model
 from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
 
+from tfthroughput import GPUMonitor
 from tfthroughput._optional import install_command
 from tfthroughput.report.html import axis_range, render_html, write_report
 from tfthroughput.report.run_comparison import compare_runs
@@ -138,3 +141,18 @@ def test_percentages_are_drawn_on_a_0_to_100_axis():
     assert axis_range("%", [5.0]) == (0.0, 100.0)
     assert axis_range("%", [210.0]) == (0.0, pytest.approx(220.5))  # a process's CPU: > 100 %
     assert axis_range("examples/s", [400.0, 800.0]) is None
+
+
+def test_the_runs_epochs_are_counted_without_the_window_tags(tmp_path):
+    # 3 epochs of 4 steps with a window per step: 12 points per window tag, 3 per epoch tag.
+    monitor = GPUMonitor(
+        tmp_path / "windowed",
+        interval=0.05,
+        update_freq=1,
+        sources=lambda: [FakeSource("host", {"cpu_percent": 50.0})],
+    )
+    fit(tiny_model(), [monitor], epochs=3)
+    (run,) = compare_runs(tmp_path).runs
+    assert len(run.scalars["window/host/cpu_percent/mean"]) == 12
+    assert run.epochs == 3
+    assert "<b>windowed</b>: 3 epoch(s)" in render_html(compare_runs(tmp_path))

@@ -163,7 +163,7 @@ def _shuffle_placement(graph: DatasetGraph) -> Iterator[LintFinding]:
             )
             continue
         buffer_size = graph.argument(stage, "buffer_size")
-        later_batch = next((s for s in graph.downstream(stage) if s.op in BATCH_OPS), None)
+        later_batch = _next_batch_of_the_same_elements(graph, stage)
         batch_size = None if later_batch is None else graph.argument(later_batch, "batch_size")
         if buffer_size is not None and batch_size is not None and 0 < buffer_size < batch_size:
             yield _finding(
@@ -175,6 +175,26 @@ def _shuffle_placement(graph: DatasetGraph) -> Iterator[LintFinding]:
                 "a shuffle buffer of many batches (ideally the dataset size, if it fits in "
                 "memory): shuffle(buffer_size=...) / build_pipeline(shuffle_buffer=...).",
             )
+
+
+# Stages after which an element is something else: an interleave or flat_map turns each element
+# (a file name, say) into a dataset of its own elements (records); unbatch splits a batch.
+_ELEMENT_CHANGING_OPS = frozenset({*INTERLEAVE_OPS, "FlatMapDataset", "UnbatchDataset"})
+
+
+def _next_batch_of_the_same_elements(graph: DatasetGraph, stage: Stage) -> Stage | None:
+    """The first ``batch`` after ``stage`` that batches the elements ``stage`` outputs.
+
+    None when there is no batch, or when an interleave, flat_map or unbatch comes first: a
+    shuffle of file names followed by ``interleave(TFRecordDataset)`` holds files, not the
+    examples the batch counts, so its buffer and the batch size are not comparable.
+    """
+    for later in graph.downstream(stage):
+        if later.op in _ELEMENT_CHANGING_OPS:
+            return None
+        if later.op in BATCH_OPS:
+            return later
+    return None
 
 
 def _file_reads(graph: DatasetGraph) -> Iterator[LintFinding]:

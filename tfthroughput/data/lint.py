@@ -66,7 +66,8 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
         * ``cache-after-random`` / ``cache-after-batch``: a ``cache`` that stores a shuffle's
           or a random function's output (every epoch replays the first), or whole batches.
         * ``shuffle-after-batch`` / ``small-shuffle-buffer``: a shuffle of whole batches, or a
-          buffer smaller than one batch.
+          buffer smaller than one batch of the same elements (a shuffle of file names before
+          an ``interleave`` or ``flat_map`` that reads them is not compared with the batch).
         * ``sequential-file-reads``: an ``interleave`` or ``flat_map`` over several files that
           reads one file at a time (cycle length 1, also when ``AUTOTUNE`` fixed it to 1).
         * ``deterministic-without-seed``: a parallel stage that keeps the input order while an

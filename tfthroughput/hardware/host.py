@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -34,9 +35,12 @@ class HostSource:
     CPU percentages are averages over the span since the previous reading **on the same
     thread** (or since the source was created), so a reading on the training thread never
     shortens the span of the sampler thread's next one: each thread keeps its own starting
-    point. A span shorter than ``MIN_CPU_SPAN_SECONDS`` (0.1 s) gives no CPU reading at all,
-    rather than one dominated by the kernel's 10 ms tick (a false 0 % or thousands of %); the
-    span then simply continues into the next reading.
+    point. A span shorter than ``MIN_CPU_SPAN_SECONDS`` (0.1 s) would be dominated by the
+    kernel's 10 ms tick (a false 0 % or thousands of %): such a reading (the end of a window a
+    few steps long) instead gives the percentage over the trailing span that ends now and starts
+    at the latest earlier reading, on any thread, at least 0.1 s old; the thread's own span
+    continues into its next reading. Only within 0.1 s of the source's creation is there no CPU
+    reading at all.
 
     Args:
         metrics: Metric names to report; ``None`` reports all host metrics.
@@ -69,6 +73,12 @@ class HostSource:
         self._metrics = known if metrics is None else known & set(metrics)
         self._created = self._cpu_reading() if self._metrics & _CPU_METRICS else None
         self._per_thread = threading.local()
+        # Readings of every thread, at least half the minimum span apart, oldest first: where
+        # a short span finds the start of a trailing one.
+        self._history: collections.deque[_CPUReading] = collections.deque(
+            [self._created] if self._created is not None else [], maxlen=8
+        )
+        self._history_lock = threading.Lock()
 
     def read(self) -> dict[str, float]:
         values: dict[str, float] = {}
@@ -86,16 +96,32 @@ class HostSource:
     def _cpu_percentages(self) -> dict[str, float]:
         start: _CPUReading = getattr(self._per_thread, "start", self._created)
         now = self._cpu_reading()
+        if now.wall - start.wall >= MIN_CPU_SPAN_SECONDS:
+            self._per_thread.start = now
+        else:  # keep `start`: the thread's span goes on; this reading gets a trailing one
+            start = self._trailing_start(now.wall)
+            if start is None:
+                return {}
+        self._remember(now)
         span = now.wall - start.wall
-        if span < MIN_CPU_SPAN_SECONDS:
-            return {}  # keep `start`: the span goes on until it is long enough
-        self._per_thread.start = now
         values = {}
         if "cpu_percent" in self._metrics:
             values["cpu_percent"] = _busy_percent(start.system, now.system)
         if "process_cpu_percent" in self._metrics:
             values["process_cpu_percent"] = 100.0 * (now.process - start.process) / span
         return values
+
+    def _trailing_start(self, now: float) -> _CPUReading | None:
+        """The latest reading at least ``MIN_CPU_SPAN_SECONDS`` before ``now``, if any."""
+        with self._history_lock:
+            return next(
+                (r for r in reversed(self._history) if now - r.wall >= MIN_CPU_SPAN_SECONDS), None
+            )
+
+    def _remember(self, reading: _CPUReading) -> None:
+        with self._history_lock:
+            if reading.wall - self._history[-1].wall >= MIN_CPU_SPAN_SECONDS / 2:
+                self._history.append(reading)
 
     def _cpu_reading(self) -> _CPUReading:
         process = self._process.cpu_times()

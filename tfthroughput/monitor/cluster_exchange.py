@@ -29,7 +29,7 @@ from tfthroughput.monitor.cluster_summary import (
     summarize_cluster,
     worker_row,
 )
-from tfthroughput.monitor.events import EventWriter
+from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.strategy import Placement
 
 CLUSTER_RUN = "cluster"

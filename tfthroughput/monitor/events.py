@@ -1,29 +1,17 @@
-"""One epoch's statistics as TensorBoard scalars and ``logs`` entries, and the writer for them.
+"""One epoch's statistics as TensorBoard scalars and ``logs`` entries.
 
 Samples arrive keyed by :class:`~tfthroughput.hardware.sampler.SampleKey` pairs; this module
 alone joins a pair into text: ``gpu0/utilization_percent/mean`` for TensorBoard, and
-``gpu0_utilization_percent`` for ``logs``.
-
-Events are written with TensorBoard's own pure-Python record writer (the framing its
-``EventFileWriter`` and PyTorch's ``SummaryWriter`` use) on a plain file, so the monitor needs no
-TensorFlow and works under every Keras backend. ``EventFileWriter`` itself is not used: it opens
-files through ``tensorboard.compat.tf``, which imports TensorFlow whenever it is installed, even
-under the JAX backend.
+``gpu0_utilization_percent`` for ``logs``. :mod:`tfthroughput.monitor.event_writer` writes the
+scalars into the run's event file.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import socket
-import threading
-import time
-import warnings
 from collections.abc import Mapping, Sequence
 
-from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
+from tensorboard.compat.proto import summary_pb2, types_pb2
 from tensorboard.plugins.scalar import metadata as scalar_metadata
-from tensorboard.summary.writer.record_writer import RecordWriter
 
 from tfthroughput.hardware.activity import (
     BUSY_BUT_IDLE,
@@ -31,9 +19,8 @@ from tfthroughput.hardware.activity import (
     overstates_work,
     utilization_and_sm_activity,
 )
-from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
-from tfthroughput.monitor.dashboard import WINDOW_PREFIX, layout_summary
+from tfthroughput.monitor.dashboard import WINDOW_PREFIX
 
 # Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`; the same figures of
 # a window inside an epoch are `window/<name>`.
@@ -189,97 +176,3 @@ def scalar_summary(scalars: Mapping[str, float]) -> summary_pb2.Summary:
 
 
 _SCALAR_METADATA = scalar_metadata.create_summary_metadata(display_name=None, description=None)
-# Event files of one process need distinct names even within one second.
-_file_numbers = itertools.count()
-
-
-def _serialized(**fields) -> bytes:
-    return event_pb2.Event(**fields).SerializeToString()
-
-
-class EventWriter:
-    """The event file of the hardware run.
-
-    Opened in ``on_train_begin`` (so an unwritable folder fails before the first epoch);
-    written from the training thread, and once from the sampler thread when ``fit`` is left
-    without ``on_train_end``, and from the threads that end windows, hence the lock. Each write
-    is flushed, so TensorBoard sees an epoch or a window as soon as it ends. A fault while
-    writing is warned about, never raised: it must not stop training.
-
-    The file is named as ``tf.summary`` names its files
-    (``events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2``) and holds the same records.
-
-    Args:
-        run_dir: The run's folder, created if missing.
-        log_dir: The ``log_dir`` argument, for the error message.
-
-    Raises:
-        ValueError: If ``run_dir`` cannot be created or written to.
-    """
-
-    def __init__(self, run_dir: str, log_dir: str) -> None:
-        try:
-            os.makedirs(run_dir, exist_ok=True)
-            # Creating the event file itself is the test that the folder can be written.
-            name = "events.out.tfevents.%010d.%s.%d.%d.v2" % (  # noqa: UP031 - TF's own pattern
-                time.time(),
-                socket.gethostname(),
-                os.getpid(),
-                next(_file_numbers),
-            )
-            writer = RecordWriter(open(os.path.join(run_dir, name), "wb"))  # noqa: SIM115
-            try:
-                now = time.time()
-                writer.write(_serialized(wall_time=now, file_version="brain.Event:2"))
-                writer.flush()
-            except OSError:
-                writer.close()
-                raise
-        except OSError as error:
-            raise ValueError(
-                f"`log_dir` is not writable ({error.strerror or error}); GPUMonitor needs to "
-                f"create {run_dir!r}. Received: log_dir={log_dir!r}"
-            ) from error
-        self.run_dir = run_dir
-        self._lock = threading.Lock()
-        self._writer: RecordWriter | None = writer  # closed in close()
-
-    def write(self, step: int, scalars: Mapping[str, float], *, what: str = "epoch") -> None:
-        """Write every scalar at ``step`` as one event, then flush.
-
-        ``what`` names the step in a warning: ``"epoch"`` or ``"the window at step"``.
-        """
-        self._write_summary(step, scalar_summary(scalars), f"{what} {step}")
-
-    def write_layout(self, layout) -> None:
-        """Write the Custom Scalars layout (TensorBoard shows the latest one written)."""
-        self._write_summary(0, layout_summary(layout), "the Custom Scalars layout")
-
-    def _write_summary(self, step: int, summary: summary_pb2.Summary, what: str) -> None:
-        with self._lock:
-            if self._writer is None:
-                return
-            try:
-                self._writer.write(_serialized(wall_time=time.time(), step=step, summary=summary))
-                self._writer.flush()
-            except Exception as error:  # noqa: BLE001 - a writer fault must not stop training
-                warnings.warn(
-                    f"GPUMonitor could not write {what} to {self.run_dir!r}: {error!r}",
-                    MonitoringWarning,
-                    stacklevel=3,
-                )
-
-    def close(self) -> None:
-        """Close the file; later writes are ignored."""
-        with self._lock:
-            writer, self._writer = self._writer, None
-            if writer is None:
-                return
-            try:
-                writer.close()
-            except Exception as error:  # noqa: BLE001
-                warnings.warn(
-                    f"GPUMonitor could not close its writer: {error!r}",
-                    MonitoringWarning,
-                    stacklevel=3,
-                )

@@ -10,7 +10,8 @@ Its one batch hook, ``on_train_batch_end``, is ``async_safe``: on the backends w
 dispatches callbacks asynchronously (JAX, PyTorch) it runs on Keras's callback thread and never
 makes the training loop wait for a step; with TensorFlow, Keras calls every batch-end hook in
 line and converts the step's logs to numbers anyway, so the hook adds only its own few
-instructions. With ``update_freq="epoch"`` (the default) it returns at once.
+instructions. With ``update_freq="epoch"`` (the default) it only notes the step, so that an epoch
+cut short is written at the step where it stopped.
 
 The step a time-based window is written at also comes from that hook, not from the sampler
 thread: see :mod:`tfthroughput.monitor.live_run`.
@@ -35,8 +36,8 @@ from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.epoch_windows import Window
+from tfthroughput.monitor.event_writer import EventWriter, create_new_file
 from tfthroughput.monitor.events import (
-    EventWriter,
     logs_entries,
 )
 from tfthroughput.monitor.fit_watch import find_fit
@@ -134,6 +135,8 @@ class GPUMonitor(keras.callbacks.Callback):
 
     # Keras may run `on_train_batch_end` on its callback thread (see the module docstring).
     async_safe = True
+    # Creates each event file; a seam where tests inject file-system faults (in a subclass).
+    _create_event_file = staticmethod(create_new_file)
 
     def __init__(
         self,
@@ -167,6 +170,8 @@ class GPUMonitor(keras.callbacks.Callback):
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
         self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
+        # The last window step an earlier fit wrote, for a fit that resumes below it.
+        self._written_through: int | None = None
 
     @property
     def run_dir(self) -> str:
@@ -181,7 +186,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._shutdown()  # a previous run driven by hand may still be open
         placement = find_placement(self.model)
         self._worker_folder = placement.worker_name
-        writer = EventWriter(self.run_dir, self.log_dir)
+        writer = EventWriter(self.run_dir, self.log_dir, create_file=self._create_event_file)
         fit_call = find_fit()
         if fit_call is None and not self._entered:
             warnings.warn(
@@ -221,6 +226,7 @@ class GPUMonitor(keras.callbacks.Callback):
             if training.cluster is not None:
                 training.cluster.close()
             raise
+        training.written_through = self._written_through
         self._training = training
         training.sampler.start()
 
@@ -234,7 +240,7 @@ class GPUMonitor(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         training = self._training
-        if training is not None and training.watches_steps:
+        if training is not None:
             training.batch_end(batch)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -307,6 +313,7 @@ class GPUMonitor(keras.callbacks.Callback):
             "params": None,
             "_iterations_at_epoch_start": None,
             "_worker_folder": None,
+            "_written_through": None,
         }
         for name, value in vars(self).items():
             clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
@@ -333,6 +340,7 @@ class GPUMonitor(keras.callbacks.Callback):
     def _abandon(self, training: LiveRun) -> None:
         """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
         training.finish()
+        self._written_through = training.written_through
         if self._training is training:
             self._training = None  # release the sampler and its sources with it
 
@@ -341,3 +349,4 @@ class GPUMonitor(keras.callbacks.Callback):
         if training is not None:
             training.sampler.stop()  # joins the thread, so an abandon in progress ends first
             training.finish()
+            self._written_through = training.written_through

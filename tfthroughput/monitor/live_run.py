@@ -15,6 +15,17 @@ variable from another thread would also queue behind the training step on PyTorc
 TensorFlow. The hook instead stores the completed step count (the epoch's first step, read
 once in ``on_epoch_begin``, plus Keras's batch index) in a plain attribute, which the sampler
 thread reads when it ends a window.
+
+Why a window of ``update_freq`` steps ends at a multiple of ``update_freq``, not at the step of
+the hook that noticed it: where Keras dispatches batch hooks to a thread pool (JAX, PyTorch),
+they run concurrently and out of order, so the first hook to see the window full may be a later
+step's. The window is cut at the boundary it crossed, and ends every ``update_freq`` steps.
+
+Why a fit can leave steps unwritten: a fit resumed by ``keras.callbacks.BackupAndRestore``
+restarts from the backup's optimizer step, below steps the interrupted fit already wrote. The
+windows of those steps, measured again, are not written a second time (their samples go into the
+next window), and the epoch the interruption cut short was written as a window at the step where
+it stopped, not as an epoch: each step and each epoch appears once in the run.
 """
 
 from __future__ import annotations
@@ -29,8 +40,8 @@ from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
+from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.events import (
-    EventWriter,
     energy_joules,
     epoch_figures,
     hardware_scalars,
@@ -67,7 +78,6 @@ class LiveRun:
         self.writer = writer
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
-        self.watches_steps = not update.per_epoch  # whether the batch hook has work to do
         self._statistics = statistics
         self.batch_size = batch_size  # global: examples per step across every replica
         self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
@@ -83,6 +93,10 @@ class LiveRun:
         self._last_batch: int | None = None
         self.finished = False
         self.warned_overstated_utilization = False
+        # Windows at or below this step were written by an earlier fit of the monitor that a
+        # resumed fit rolled back (see the module docstring): not written again.
+        self.written_through: int | None = None
+        self._first_epoch = True
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
         """Start an epoch.
@@ -94,6 +108,9 @@ class LiveRun:
         """
         # The epoch's last batch leaves its window to the epoch's end, which ends it anyway.
         self._last_batch = steps - 1 if steps else None
+        if self._first_epoch and epoch == 0:
+            self.written_through = None  # a fit from the start, not a resumed one
+        self._first_epoch = False
         with self._lock:
             # The clock is read before the sampler's window is cut, so the epoch's span holds
             # everything its window does (energy included): never a joule more than its time.
@@ -111,11 +128,8 @@ class LiveRun:
         step = windows.first_step + batch + 1
         if step > self.last_step:  # hooks on Keras's callback thread may arrive out of order
             self.last_step = step
-        every = self.update.batches
-        if every is not None and step - windows.window_first_step >= every:
-            if batch != self._last_batch:
-                # At this hook's own step: hooks on Keras's callback thread may run out of
-                # order, and a later step's may already have been seen.
+        if self.update.batches is not None and batch != self._last_batch:
+            if self._window_end(windows, step) is not None:
                 self._cut(step, sample_now=True)
 
     def sampled(self) -> None:
@@ -168,8 +182,11 @@ class LiveRun:
             windows, self.windows = self.windows, None
             if windows is not None:  # fit ended inside an epoch: keep what was sampled
                 stats = self._select(self.sampler.collect())
-                self._publish(windows.cut(stats, self._clock(), self.last_step))
-                self.write_epoch(windows.epoch, windows.epoch_stats(), {})
+                window = windows.cut(stats, self._clock(), self.last_step)
+                if self.last_step > windows.first_step:  # a window where it stopped
+                    self._publish(window, always=True)
+                else:  # no step known in it (hooks driven by hand): the epoch, as far as it got
+                    self.write_epoch(windows.epoch, windows.epoch_stats(), {})
         self.writer.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -189,28 +206,46 @@ class LiveRun:
     # Internals -----------------------------------------------------------------------------
 
     def _cut(self, step: int, *, sample_now: bool) -> None:
-        """End the open window after ``step`` steps, if it is still due."""
+        """End the open window if it is due after ``step`` steps (still, under the lock)."""
         with self._lock:
             windows = self.windows
-            if windows is None or not self._due(windows, step):
+            end = None if windows is None else self._window_end(windows, step)
+            if end is None:
                 return  # the epoch ended meanwhile, or another thread cut this window
             stats = self._select(self.sampler.collect(sample_now=sample_now))
-            self._publish(windows.cut(stats, self._clock(), step))
+            self._publish(windows.cut(stats, self._clock(), end))
 
-    def _due(self, windows: EpochWindows, step: int) -> bool:
-        steps = step - windows.window_first_step
+    def _window_end(self, windows: EpochWindows, step: int) -> int | None:
+        """The step the open window ends at, once ``step`` steps are done; None if not due.
+
+        By steps: the last multiple of ``update_freq`` (from the window's start) that ``step``
+        reached. By time: ``step`` itself, once the window's time is up. Never at or below a
+        step written before a resume.
+        """
+        first = windows.window_first_step
         if self.update.batches is not None:
-            return steps >= self.update.batches
-        return steps > 0 and self._clock() - windows.window_start >= self.update.seconds
+            every = self.update.batches
+            end = first + (step - first) // every * every
+        elif self._clock() - windows.window_start >= self.update.seconds:
+            end = step
+        else:
+            return None
+        if end <= first or (self.written_through is not None and end <= self.written_through):
+            return None
+        return end
 
-    def _publish(self, window: Window | None) -> None:
-        """Make a window visible: to readers always, in TensorBoard when windows are asked for."""
+    def _publish(self, window: Window | None, *, always: bool = False) -> None:
+        """Make a window visible: to readers always, in TensorBoard when windows are asked for
+        (or ``always``), unless a fit before a resume wrote its step already."""
         if window is None:
             return
         self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window.without_samples())
         self.window_count = window.index + 1
-        if self.update.per_epoch:
+        if self.update.per_epoch and not always:
             return  # the epoch's own tags say it all
+        if self.written_through is not None and window.step <= self.written_through:
+            return  # rolled back by a resume and measured again: its samples are in the epoch
+        self.written_through = window.step
         figures = epoch_figures(
             window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
