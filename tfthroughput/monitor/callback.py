@@ -35,13 +35,13 @@ from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.events import (
+    VALIDATION_LOGS_PREFIX,
     EventWriter,
-    energy_joules,
-    epoch_figures,
     logs_entries,
     overstated_utilization_warning,
 )
-from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.fit_watch import FitCall, find_fit
+from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
 from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live import LiveRun
@@ -53,7 +53,12 @@ from tfthroughput.monitor.settings import (
     check_update_freq,
 )
 from tfthroughput.monitor.steps import optimizer_steps
-from tfthroughput.monitor.strategy import find_placement, global_batch_size
+from tfthroughput.monitor.strategy import (
+    Placement,
+    call_batch_size,
+    find_placement,
+    global_batch_size,
+)
 from tfthroughput.monitor.windows import Window
 
 
@@ -166,6 +171,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._source_factory = sources
         self._clock = clock
         self._training: LiveRun | None = None
+        self._calls = InferenceCalls()  # evaluate and predict outside fit
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
         self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
@@ -183,7 +189,6 @@ class GPUMonitor(keras.callbacks.Callback):
         self._shutdown()  # a previous run driven by hand may still be open
         placement = find_placement(self.model)
         self._worker_folder = placement.worker_name
-        writer = EventWriter(self.run_dir, self.log_dir)
         fit_call = find_fit()
         if fit_call is None and not self._entered:
             warnings.warn(
@@ -193,38 +198,12 @@ class GPUMonitor(keras.callbacks.Callback):
                 MonitoringWarning,
                 stacklevel=2,
             )
-        factory = self._source_factory or (lambda: default_sources(self.metrics))
-        training = LiveRun(
-            writer,
-            update=self._update,
-            statistics=self.statistics,
+        self._training = self._start_run(
+            self.run_dir,
+            fit_call,
             batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
-            clock=self._clock,
-            select=self._selected,
+            placement=placement,
         )
-        try:
-            extra: list[Source] = []
-            if placement.multi_worker:  # the cluster exchange, and whether input runs Python
-                extra.append(InputActivitySource())
-                training.cluster = ClusterExchange(placement, self.log_dir)
-            training.sampler = Sampler(
-                [*factory(), *extra],
-                self.interval,
-                keep_running=None if fit_call is None else fit_call.is_running,
-                on_abandoned=functools.partial(self._abandon, training),
-                on_sample=(
-                    functools.partial(self._window_tick, training)
-                    if self._update.seconds is not None
-                    else None
-                ),
-            )
-        except BaseException:
-            writer.close()
-            if training.cluster is not None:
-                training.cluster.close()
-            raise
-        self._training = training
-        training.sampler.start()
 
     def on_epoch_begin(self, epoch, logs=None):
         training = self._training
@@ -243,18 +222,63 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        steps = self._steps_this_epoch()
-        stats, seconds = training.end_epoch(epoch, steps)
-        figures = epoch_figures(seconds, steps, training.batch_size, joules=energy_joules(stats))
-        training.write_epoch(epoch, stats, figures)
-        self._warn_if_utilization_overstates(training, stats, epoch)
+        parts = training.end_epoch(epoch, self._steps_this_epoch())
+        training.write_epoch(epoch, parts)
+        self._warn_if_utilization_overstates(training, parts.training.stats, epoch)
+        figures = parts.training_figures()
         if training.cluster is not None:  # every worker, every epoch: the others wait for it
-            training.cluster.epoch_end(epoch, stats, figures.get("seconds"))
+            training.cluster.epoch_end(epoch, parts.training.stats, figures.get("seconds"))
         if self.update_logs and logs is not None:
-            logs.update(logs_entries(stats, figures))
+            logs.update(logs_entries(parts.training.stats, figures))
+            if parts.validation is not None:
+                validation = parts.validation
+                logs.update(
+                    logs_entries(
+                        validation.stats, validation.figures(), prefix=VALIDATION_LOGS_PREFIX
+                    )
+                )
 
     def on_train_end(self, logs=None):
         self._shutdown()
+
+    # Validation inside fit, and evaluate and predict on their own ---------------------------
+    # The validation of an epoch ends the epoch's training part (see tfthroughput.monitor.phases);
+    # `evaluate` and `predict` outside `fit` are each measured as a call of their own, written
+    # into `<run_dir>/evaluate` or `<run_dir>/predict` (tfthroughput.monitor.inference_calls).
+
+    def on_test_begin(self, logs=None):
+        training = self._training
+        if training is not None and training.windows is not None:
+            # Reading the step count waits for the training steps dispatched so far, so the
+            # training part's time covers their execution.
+            step = optimizer_steps(self.model)
+            if training.begin_validation(step, call_batch_size("evaluate", self.batch_size)):
+                return
+        self._begin_call("evaluate")
+
+    def on_test_batch_end(self, batch, logs=None):
+        training = self._training
+        validation = None if training is None else training.validation
+        if validation is not None:
+            validation.batch_end(batch)
+        else:
+            self._calls.batch_end(batch)
+
+    def on_test_end(self, logs=None):
+        training = self._training
+        if training is not None and training.validation is not None:
+            training.end_validation()
+        else:
+            self._calls.end("evaluate", self.params)
+
+    def on_predict_begin(self, logs=None):
+        self._begin_call("predict")
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._calls.batch_end(batch)
+
+    def on_predict_end(self, logs=None):
+        self._calls.end("predict", self.params)
 
     # Windows, for readers such as DipTrigger ----------------------------------------------
 
@@ -310,6 +334,7 @@ class GPUMonitor(keras.callbacks.Callback):
         memo[id(self)] = clone
         unstarted = {
             "_training": None,
+            "_calls": InferenceCalls(),
             "_entered": False,
             "_model": None,
             "params": None,
@@ -345,17 +370,84 @@ class GPUMonitor(keras.callbacks.Callback):
             lambda key: key.metric in self.metrics or key.source == INPUT_ACTIVITY_SOURCE
         )
 
-    def _window_tick(self, training: LiveRun) -> None:
-        """On the sampler thread after each sample, with time-based windows."""
-        training.sampled()
+    def _start_run(
+        self,
+        run_dir: str,
+        call: FitCall | None,
+        *,
+        batch_size: int | None,
+        placement: Placement | None = None,
+        phase: str | None = None,
+    ) -> LiveRun:
+        """A run writing into ``run_dir``; its sampler is started unless ``phase`` is given
+        (then the caller starts it once the call's epoch has begun)."""
+        writer = EventWriter(run_dir, self.log_dir)
+        factory = self._source_factory or (lambda: default_sources(self.metrics))
+        run = LiveRun(
+            writer,
+            update=self._update,
+            statistics=self.statistics,
+            batch_size=batch_size,
+            clock=self._clock,
+            select=self._selected,
+            phase=phase,
+        )
+        try:
+            extra: list[Source] = []
+            if placement is not None and placement.multi_worker:
+                # The cluster exchange, and whether input runs Python.
+                extra.append(InputActivitySource())
+                run.cluster = ClusterExchange(placement, self.log_dir)
+            run.sampler = Sampler(
+                [*factory(), *extra],
+                self.interval,
+                keep_running=None if call is None else call.is_running,
+                on_abandoned=functools.partial(self._abandon, run),
+                on_sample=(
+                    functools.partial(self._window_tick, run)
+                    if self._update.seconds is not None
+                    else None
+                ),
+            )
+        except BaseException:
+            writer.close()
+            if run.cluster is not None:
+                run.cluster.close()
+            raise
+        if phase is None:
+            run.sampler.start()
+        return run
 
-    def _abandon(self, training: LiveRun) -> None:
-        """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
-        training.finish()
-        if self._training is training:
+    def _begin_call(self, phase: str) -> None:
+        """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
+        call = find_fit(phase)
+        self._calls.begin(
+            phase,
+            lambda: self._start_run(
+                os.path.join(self.run_dir, phase),
+                call,
+                batch_size=call_batch_size(phase, self.batch_size),
+                phase=phase,
+            ),
+            self.params.get("steps") if self.params else None,
+        )
+
+    def _window_tick(self, run: LiveRun) -> None:
+        """On the sampler thread after each sample, with time-based windows."""
+        run.sampled()
+
+    def _abandon(self, run: LiveRun) -> None:
+        """On the sampler thread, once ``fit`` (or the ``evaluate`` or ``predict`` call) has
+        been left without its end hook."""
+        if run.phase is not None:
+            self._calls.abandoned(run)
+            return
+        run.finish()
+        if self._training is run:
             self._training = None  # release the sampler and its sources with it
 
     def _shutdown(self) -> None:
+        self._calls.close()
         training, self._training = self._training, None
         if training is not None:
             training.sampler.stop()  # joins the thread, so an abandon in progress ends first

@@ -1,6 +1,9 @@
 """One monitored ``fit`` while it runs: its sampler, its writer and the epoch's windows.
 
-:class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends. It
+:class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends
+(and by ``on_test_begin`` or ``on_predict_begin`` outside ``fit``, for one ``evaluate`` or
+``predict`` call, which it measures as one epoch of batches with the call's name as ``phase``).
+An epoch's validation is measured apart from its training steps (:mod:`.phases`). It
 is reached from several threads: the training thread (epoch hooks), Keras's callback thread
 (the batch hook, on backends that dispatch callbacks asynchronously), and the sampler thread
 (windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
@@ -20,19 +23,21 @@ thread reads when it ends a window.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
 from tfthroughput.hardware.window import WindowStats
 from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.events import (
+    VALIDATION,
     EventWriter,
     energy_joules,
     epoch_figures,
     hardware_scalars,
     window_scalars,
 )
+from tfthroughput.monitor.phases import EpochParts, OpenValidation, PhasePart
 from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
@@ -49,6 +54,8 @@ class LiveRun:
         batch_size: Examples per step, or None.
         clock: Monotonic seconds.
         select: Keeps the statistics of the metrics the monitor was asked for.
+        phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call, whose
+            tags it prefixes (``evaluate/seconds``, ``evaluate/window/...``).
     """
 
     def __init__(
@@ -60,8 +67,10 @@ class LiveRun:
         batch_size: int | None,
         clock: Callable[[], float],
         select: Callable[[WindowStats], WindowStats],
+        phase: str | None = None,
     ) -> None:
         self.writer = writer
+        self.phase = phase
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
         self.watches_steps = not update.per_epoch  # whether the batch hook has work to do
@@ -80,6 +89,10 @@ class LiveRun:
         self._last_batch: int | None = None
         self.finished = False
         self.warned_overstated_utilization = False
+        # The epoch's training part once its validation has begun, with the epoch's start.
+        self._training_part: tuple[int, WindowStats, float, float] | None = None
+        self.validation: OpenValidation | None = None
+        self._layout_validation = False  # whether the written layout shows validation
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
         """Start an epoch.
@@ -123,29 +136,97 @@ class LiveRun:
             if self._clock() - windows.window_start >= seconds:
                 self._cut(self.last_step, sample_now=False)
 
-    def end_epoch(self, epoch: int, steps: int | None) -> tuple[WindowStats, float | None]:
-        """End the epoch in progress; ``steps`` is how many it took, if known.
+    def begin_validation(self, step: int | None, batch_size: int | None) -> bool:
+        """End the training part of the epoch in progress, and begin its validation.
+
+        Args:
+            step: The optimizer's step count now, if it could be read.
+            batch_size: Examples per validation batch, if known.
 
         Returns:
-            The statistics of all its samples, and its wall seconds (None if it was never
-            begun: hooks driven by hand without ``on_epoch_begin``).
+            Whether an epoch was in progress (else nothing changed: an ``evaluate`` outside
+            an epoch is not this run's validation).
         """
         with self._lock:
-            windows, self.windows = self.windows, None
+            windows, self.windows = self.windows, None  # no window is cut while validating
+            if windows is None:
+                return False
             stats = self._select(self.sampler.collect(sample_now=True))
             now = self._clock()
+            self.last_step = max(self.last_step, windows.first_step if step is None else step)
+            self._publish(windows.cut(stats, now, self.last_step))
+            self._training_part = (
+                windows.epoch,
+                windows.epoch_stats(),
+                now - windows.start,
+                windows.start,
+            )
+            self.validation = OpenValidation(now, batch_size)
+        return True
+
+    def end_validation(self) -> None:
+        """End the validation in progress, if any."""
+        with self._lock:
+            validation = self.validation
+            if validation is None or validation.ended is not None:
+                return
+            stats = self._select(self.sampler.collect(sample_now=True))
+            validation.end(stats, self._clock())
+
+    def end_epoch(self, epoch: int, steps: int | None) -> EpochParts:
+        """End the epoch in progress; ``steps`` is how many optimizer steps it took, if known.
+
+        Returns:
+            The epoch phase by phase: the training part's seconds and statistics run to the
+            validation's start, when it validated. A part never begun (hooks driven by hand
+            without ``on_epoch_begin``) has no seconds.
+        """
+        self.end_validation()  # in case Keras's on_test_end did not come
+        with self._lock:
+            windows, self.windows = self.windows, None
+            part, self._training_part = self._training_part, None
+            validation, self.validation = self.validation, None
+            collected = self.sampler.collect(sample_now=part is None)
+            now = self._clock()
+            if part is not None:  # validated: after validation, no phase but the epoch's own
+                _, stats, seconds, start = part
+                self._show_in_layout(stats, force=True, validation=True)
+                return EpochParts(
+                    PhasePart(stats, seconds, steps, self.batch_size),
+                    validation.ended if validation is not None else None,
+                    now - start,
+                )
             begun = windows is not None
             if windows is None:
                 windows = EpochWindows(epoch, now, self.last_step, self.window_count)
             step = max(self.last_step, windows.first_step + (steps or 0))
             self.last_step = step
-            self._publish(windows.cut(stats, now, step))
+            self._publish(windows.cut(self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
             self._show_in_layout(epoch_stats, force=True)
-        return epoch_stats, (now - windows.start if begun else None)
+        seconds = now - windows.start if begun else None
+        return EpochParts(PhasePart(epoch_stats, seconds, steps, self.batch_size), None, seconds)
 
-    def write_epoch(self, epoch: int, stats: WindowStats, figures: Mapping[str, float]) -> None:
-        self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
+    def write_epoch(self, epoch: int, parts: EpochParts) -> None:
+        """Write an epoch's phases as one event at ``step=epoch``."""
+        if self.phase is not None:  # a call of evaluate or predict: one phase, prefixed
+            figures = parts.training.figures()
+            scalars = hardware_scalars(
+                parts.training.stats, self._statistics, figures, phase=self.phase
+            )
+        else:
+            figures = parts.training_figures()
+            scalars = hardware_scalars(parts.training.stats, self._statistics, figures)
+            if parts.validation is not None:
+                scalars.update(
+                    hardware_scalars(
+                        parts.validation.stats,
+                        self._statistics,
+                        parts.validation.figures(),
+                        phase=VALIDATION,
+                    )
+                )
+        self.writer.write(epoch, scalars)
 
     def finish(self) -> None:
         """Write the epoch cut short, if any, and close the writer; once per ``fit``."""
@@ -157,7 +238,11 @@ class LiveRun:
             if windows is not None:  # fit ended inside an epoch: keep what was sampled
                 stats = self._select(self.sampler.collect())
                 self._publish(windows.cut(stats, self._clock(), self.last_step))
-                self.write_epoch(windows.epoch, windows.epoch_stats(), {})
+                self._write_cut_short(windows.epoch, windows.epoch_stats(), None)
+            elif self._training_part is not None:  # ended while validating
+                epoch, training_stats, _, _ = self._training_part
+                stats = self._select(self.sampler.collect())
+                self._write_cut_short(epoch, training_stats, stats)
         self.writer.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -166,6 +251,14 @@ class LiveRun:
         return tuple(window for window in self.recent if window.index >= index)
 
     # Internals -----------------------------------------------------------------------------
+
+    def _write_cut_short(
+        self, epoch: int, stats: WindowStats, validation: WindowStats | None
+    ) -> None:
+        """An epoch (or call) cut short: its statistics, without figures."""
+        part = PhasePart(stats, None, None, None)
+        validated = None if validation is None else PhasePart(validation, None, None, None)
+        self.write_epoch(epoch, EpochParts(part, validated, None))
 
     def _cut(self, step: int, *, sample_now: bool) -> None:
         """End the open window after ``step`` steps, if it is still due."""
@@ -193,17 +286,21 @@ class LiveRun:
         figures = epoch_figures(
             window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
-        scalars = window_scalars(window.stats, self._statistics, figures)
+        scalars = window_scalars(window.stats, self._statistics, figures, phase=self.phase)
         self.writer.write(window.step, scalars, what="the window at step")
         self._show_in_layout(window.stats)
 
-    def _show_in_layout(self, stats: WindowStats, force: bool = False) -> None:
-        """Write the Custom Scalars layout when the run shows a source or metric not in it."""
+    def _show_in_layout(
+        self, stats: WindowStats, force: bool = False, validation: bool = False
+    ) -> None:
+        """Write the Custom Scalars layout when the run shows a source or metric not in it,
+        or its first validation."""
         written = self._layout_keys
         keys = (written or frozenset()) | frozenset(stats) | frozenset(stats.totals)
         self._layout_totals |= frozenset(stats.totals)
-        if keys == written:
+        if keys == written and (self._layout_validation or not validation):
             return
+        self._layout_validation |= validation
         if written is None and not keys and not force:
             return  # a window without samples says nothing yet; an epoch's end writes anyway
         self._layout_keys = keys
@@ -213,5 +310,7 @@ class LiveRun:
             statistics=self._statistics,
             examples=self.batch_size is not None,
             windows=not self.update.per_epoch,
+            validation=self._layout_validation,
+            phase=self.phase,
         )
         self.writer.write_layout(layout)
