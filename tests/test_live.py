@@ -68,7 +68,8 @@ def test_a_run_without_samples_still_gets_its_throughput_layout(tmp_path):
         "examples per second",
         "steps per second",
         "examples per second",
-        "epoch wall time [s]",
+        "training time [s]",
+        "epoch wall time, validation included [s]",
     ]
 
 
