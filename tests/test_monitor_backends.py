@@ -20,9 +20,11 @@ TESTS = ROOT / "tests"
 # The monitor's tests that run a real `fit` (or write events) with fake hardware.
 MONITOR_TEST_FILES = (
     "test_events.py",
+    "test_inference_calls.py",
     "test_live.py",
     "test_monitor.py",
     "test_monitor_lifecycle.py",
+    "test_phases.py",
     "test_windows.py",
 )
 # Backends other than TensorFlow that can be tried here: jax is a test dependency; torch runs

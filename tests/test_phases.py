@@ -13,10 +13,9 @@ import re
 import keras
 import numpy as np
 import pytest
-from events import read_scalars
+from events import read_layouts, read_scalars
 from fakes import FakeClock, FakeSource
 from fits import BATCH_SIZE, STEPS_PER_EPOCH, data, tiny_model
-from test_live import read_layouts
 
 from tfthroughput import GPUMonitor
 
