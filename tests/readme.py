@@ -1,4 +1,5 @@
-"""The README's "Logged tags" table, parsed, so tests can hold it to the code."""
+"""Tables of the docs, parsed, so tests can hold them to the code: the logged tags
+(docs/tags.md) and what needs TensorFlow (the README)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import re
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TAGS_PAGE = DOCS / "tags.md"
 
 
 def logged_tags_table() -> list[tuple[str, str, str]]:
-    """``(tag, unit, meaning)`` rows of the table under "### Logged tags", tags still quoted."""
-    section = README.read_text().split("### Logged tags", 1)[1]
+    """``(tag, unit, meaning)`` rows of docs/tags.md's first table, tags still quoted."""
+    section = TAGS_PAGE.read_text()
     rows = []
     for line in section.splitlines():
         if rows and not line.startswith("|"):
