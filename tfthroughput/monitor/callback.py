@@ -6,11 +6,12 @@ statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, 
 windows in :mod:`tfthroughput.monitor.windows`, watching the ``fit`` in
 :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
 
-Its one batch hook, ``on_train_batch_end``, is ``async_safe``: on the backends where Keras
-dispatches callbacks asynchronously (JAX, PyTorch) it runs on Keras's callback thread and never
-makes the training loop wait for a step; with TensorFlow, Keras calls every batch-end hook in
-line and converts the step's logs to numbers anyway, so the hook adds only its own few
-instructions. With ``update_freq="epoch"`` (the default) it returns at once.
+Its batch hooks, ``on_train_batch_end``, ``on_test_batch_end`` and ``on_predict_batch_end``,
+are ``async_safe``: on the backends where Keras dispatches callbacks asynchronously (JAX,
+PyTorch) they run on Keras's callback thread and never make the loop wait for a step; with
+TensorFlow, Keras calls every batch-end hook in line and converts the step's logs to numbers
+anyway, so the hooks add only their own few instructions. With ``update_freq="epoch"`` (the
+default) the training one returns at once; the validation and inference ones count batches.
 
 The step a time-based window is written at also comes from that hook, not from the sampler
 thread: see :mod:`tfthroughput.monitor.live`.
@@ -19,7 +20,6 @@ thread: see :mod:`tfthroughput.monitor.live`.
 from __future__ import annotations
 
 import copy
-import functools
 import os
 import time
 import warnings
@@ -30,21 +30,19 @@ import keras
 from tfthroughput._validation import check_bool, check_folder_name, check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
-from tfthroughput.hardware.sampler import Sampler, validate_interval
+from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.window import WindowStats
-from tfthroughput.monitor.cluster import ClusterExchange
 from tfthroughput.monitor.events import (
     VALIDATION_LOGS_PREFIX,
-    EventWriter,
     logs_entries,
     overstated_utilization_warning,
 )
-from tfthroughput.monitor.fit_watch import FitCall, find_fit
+from tfthroughput.monitor.fit_watch import find_fit
 from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
-from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.run_start import RunSettings, start_run
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
     check_log_dir,
@@ -54,7 +52,6 @@ from tfthroughput.monitor.settings import (
 )
 from tfthroughput.monitor.steps import optimizer_steps
 from tfthroughput.monitor.strategy import (
-    Placement,
     call_batch_size,
     find_placement,
     global_batch_size,
@@ -63,7 +60,8 @@ from tfthroughput.monitor.windows import Window
 
 
 class GPUMonitor(keras.callbacks.Callback):
-    """Samples GPU and host metrics during ``fit`` and writes their statistics to TensorBoard.
+    """Samples GPU and host metrics during ``fit``, ``evaluate`` and ``predict`` and writes their
+    statistics to TensorBoard, each phase on its own.
 
     Writes into ``<log_dir>/<run_name>``; give it the same ``log_dir`` as
     ``keras.callbacks.TensorBoard`` and the hardware charts sit beside the loss curves.
@@ -72,17 +70,22 @@ class GPUMonitor(keras.callbacks.Callback):
     as it ends, with ``step`` the optimizer steps completed (``model.optimizer.iterations``),
     the x-axis of Keras's batch-level charts, continuing across epochs and resumed runs.
 
-    Tags (units in the README):
-        ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
-        ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/energy_joules``: energy
-        used in the epoch. ``gpu<i>/busy_but_idle_percent`` (where GPM's SM activity is read):
-        mean GPU-Util minus mean SM activity, clamped at 0; when GPU-Util (above 20 %) is at
-        least twice SM activity, one ``MonitoringWarning`` per ``fit`` says that tiny kernels
-        make GPU-Util overstate the work. ``epoch/seconds``, ``epoch/steps_per_second`` and,
-        given ``batch_size``, ``epoch/examples_per_second`` and ``epoch/joules_per_example``.
-        Per window: the same under ``window/`` (``window/gpu0/utilization_percent/mean``,
-        ``window/host/samples``, ``window/seconds``, ``window/steps_per_second``, ...).
+    Phases: an epoch's training steps and its validation are measured apart. The training part
+    runs from the epoch's start to Keras's ``on_test_begin`` (the epoch's end without
+    validation); its figures and hardware statistics are the epoch's untagged ones, the
+    validation's are under ``validation/``, and ``epoch/wall_seconds`` is the whole epoch.
+    Passed to ``model.evaluate`` or ``model.predict`` (with or without a ``fit`` before), the
+    monitor measures each call on its own, in the run ``<run_name>/evaluate`` or
+    ``<run_name>/predict``, every tag under ``evaluate/`` or ``predict/``, at ``step`` = the
+    calls of that kind it measured before (windows: at the batches of such calls so far).
+
+    Tags (every one with its unit in docs/tags.md): ``<source>/<metric>/<statistic>``, e.g.
+    ``gpu0/utilization_percent/mean`` or ``host/cpu_percent/p95``, with sample counts, energy
+    and ``gpu<i>/busy_but_idle_percent`` (GPU-Util minus SM activity, where GPM is read; far
+    apart, one ``MonitoringWarning`` per ``fit`` says GPU-Util overstates the work);
+    ``epoch/seconds`` (training time), ``epoch/steps_per_second``,
+    ``epoch/examples_per_second``, ``epoch/joules_per_example``, ``epoch/wall_seconds``; the
+    same under ``validation/``, ``window/``, ``evaluate/`` and ``predict/``.
 
     It works under every Keras 3 backend (TensorFlow, JAX, PyTorch) and needs no TensorFlow:
     events go through TensorBoard's own writer, steps come from the optimizer's iteration
@@ -107,8 +110,9 @@ class GPUMonitor(keras.callbacks.Callback):
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
-        update_freq: When to write windows inside an epoch, Keras's name for it: ``"epoch"``
-            (no windows), an int (every that many training steps; the window's end reads the
+        update_freq: When to write windows inside an epoch (or an ``evaluate`` or ``predict``
+            call), Keras's name for it: ``"epoch"`` (no windows), an int (every that many
+            training steps, or batches of the call; the window's end reads the
             sources once, so it has a value even when shorter than ``interval``), or a
             duration with its unit, ``"30s"``, ``"5min"``, ``"1h"`` (cut on the sampler thread
             after the first sample past the duration, once a step has been taken; at least
@@ -118,12 +122,16 @@ class GPUMonitor(keras.callbacks.Callback):
         batch_size: Examples per step across every replica (the global batch), for
             ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
             and ``tf.data`` pipelines with a constant batch size), with one
-            ``MonitoringWarning`` when it cannot be read.
+            ``MonitoringWarning`` when it cannot be read. The validation and inference
+            calls use the batch read from their own data, else this.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
-            ``steps_per_second``, ``examples_per_second``, for ``History``, ``CSVLogger`` and
-            ``keras.callbacks.TensorBoard`` (which logs them as ``epoch_<key>``). Only
-            callbacks listed after the monitor see them. Defaults to False.
+            ``steps_per_second``, ``examples_per_second``, ``wall_seconds``, and the
+            validation's under Keras's ``val_`` prefix (``val_seconds``,
+            ``val_gpu0_utilization_percent``), for ``History``, ``CSVLogger`` and
+            ``keras.callbacks.TensorBoard`` (which logs them as ``epoch_<key>``, the ``val_``
+            ones in its validation run). Only callbacks listed after the monitor see them.
+            Defaults to False.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run). Defaults to
             ``"hardware"``.
         sources: Zero-argument callable returning the sources to sample, called at each
@@ -136,7 +144,8 @@ class GPUMonitor(keras.callbacks.Callback):
 
     Example:
         >>> monitor = GPUMonitor(log_dir="logs/run1", update_freq="30s", batch_size=64)
-        >>> model.fit(dataset, epochs=3, callbacks=[monitor])  # doctest: +SKIP
+        >>> model.fit(dataset, epochs=3, validation_data=val, callbacks=[monitor])  # doctest: +SKIP
+        >>> model.predict(test_images, callbacks=[monitor])  # doctest: +SKIP
     """
 
     # Keras may run `on_train_batch_end` on its callback thread (see the module docstring).
@@ -198,12 +207,17 @@ class GPUMonitor(keras.callbacks.Callback):
                 MonitoringWarning,
                 stacklevel=2,
             )
-        self._training = self._start_run(
+        training = start_run(
+            self._run_settings(),
             self.run_dir,
             fit_call,
             batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
+            on_abandoned=self._abandon,
+            on_sample=self._window_tick,
             placement=placement,
         )
+        self._training = training
+        training.sampler.start()
 
     def on_epoch_begin(self, epoch, logs=None):
         training = self._training
@@ -370,63 +384,29 @@ class GPUMonitor(keras.callbacks.Callback):
             lambda key: key.metric in self.metrics or key.source == INPUT_ACTIVITY_SOURCE
         )
 
-    def _start_run(
-        self,
-        run_dir: str,
-        call: FitCall | None,
-        *,
-        batch_size: int | None,
-        placement: Placement | None = None,
-        phase: str | None = None,
-    ) -> LiveRun:
-        """A run writing into ``run_dir``; its sampler is started unless ``phase`` is given
-        (then the caller starts it once the call's epoch has begun)."""
-        writer = EventWriter(run_dir, self.log_dir)
-        factory = self._source_factory or (lambda: default_sources(self.metrics))
-        run = LiveRun(
-            writer,
+    def _run_settings(self) -> RunSettings:
+        return RunSettings(
+            log_dir=self.log_dir,
+            interval=self.interval,
             update=self._update,
             statistics=self.statistics,
-            batch_size=batch_size,
             clock=self._clock,
             select=self._selected,
-            phase=phase,
+            sources=self._source_factory or (lambda: default_sources(self.metrics)),
         )
-        try:
-            extra: list[Source] = []
-            if placement is not None and placement.multi_worker:
-                # The cluster exchange, and whether input runs Python.
-                extra.append(InputActivitySource())
-                run.cluster = ClusterExchange(placement, self.log_dir)
-            run.sampler = Sampler(
-                [*factory(), *extra],
-                self.interval,
-                keep_running=None if call is None else call.is_running,
-                on_abandoned=functools.partial(self._abandon, run),
-                on_sample=(
-                    functools.partial(self._window_tick, run)
-                    if self._update.seconds is not None
-                    else None
-                ),
-            )
-        except BaseException:
-            writer.close()
-            if run.cluster is not None:
-                run.cluster.close()
-            raise
-        if phase is None:
-            run.sampler.start()
-        return run
 
     def _begin_call(self, phase: str) -> None:
         """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
         call = find_fit(phase)
         self._calls.begin(
             phase,
-            lambda: self._start_run(
+            lambda: start_run(
+                self._run_settings(),
                 os.path.join(self.run_dir, phase),
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
+                on_abandoned=self._abandon,
+                on_sample=self._window_tick,
                 phase=phase,
             ),
             self.params.get("steps") if self.params else None,
