@@ -32,7 +32,7 @@ _GLANCE_GPU_CHARTS = (
 )
 # Tag prefix of the per-window scalars (see tfthroughput.monitor.events).
 WINDOW_PREFIX = "window/"
-# Tag prefix of an epoch's validation (see tfthroughput.monitor.phases).
+# Tag prefix of an epoch's validation (see tfthroughput.monitor.epoch_parts).
 VALIDATION_PREFIX = "validation/"
 
 

@@ -2,7 +2,7 @@
 
 Batch inference has training's idle-GPU problems (small batches, slow input), so a
 ``GPUMonitor`` passed to ``model.evaluate`` or ``model.predict`` measures the call: it starts a
-:class:`~tfthroughput.monitor.live.LiveRun` at ``on_test_begin`` or ``on_predict_begin`` and
+:class:`~tfthroughput.monitor.live_run.LiveRun` at ``on_test_begin`` or ``on_predict_begin`` and
 measures the call as one epoch of batches, ended at ``on_test_end`` or ``on_predict_end``.
 
 Where it shows in TensorBoard: each kind writes into a run of its own,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.live_run import LiveRun
 
 INFERENCE_PHASES = ("evaluate", "predict")
 
@@ -64,8 +64,7 @@ class InferenceCalls:
         if batches <= 0 and params:  # no batch hook came: Keras's own count, if it has one
             batches = int(params.get("steps") or 0)
         try:
-            parts = run.end_epoch(calls, batches or None)
-            run.write_epoch(calls, parts)
+            run.end_epoch(calls, batches or None)  # writes the call's statistics and figures
         finally:
             self.counts[phase] = (calls + 1, first_batch + max(batches, 0))
             run.sampler.stop()

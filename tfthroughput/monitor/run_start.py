@@ -1,4 +1,4 @@
-"""Starting a :class:`~tfthroughput.monitor.live.LiveRun`: its writer, sources and sampler.
+"""Starting a :class:`~tfthroughput.monitor.live_run.LiveRun`: its writer, sources and sampler.
 
 One way for every phase the monitor measures on its own: a ``fit`` (with its cluster exchange
 under MultiWorkerMirroredStrategy), and each ``evaluate`` or ``predict`` call outside ``fit``.
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from tfthroughput.hardware.sampler import Sampler
 from tfthroughput.hardware.source import Source
-from tfthroughput.hardware.window import WindowStats
-from tfthroughput.monitor.cluster import ClusterExchange
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.cluster_exchange import ClusterExchange
+from tfthroughput.monitor.epoch_windows import UpdateFrequency
 from tfthroughput.monitor.events import EventWriter
 from tfthroughput.monitor.fit_watch import FitCall
 from tfthroughput.monitor.input_activity import InputActivitySource
-from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.strategy import Placement
-from tfthroughput.monitor.windows import UpdateFrequency
 
 
 @dataclass(frozen=True)

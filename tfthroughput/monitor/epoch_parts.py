@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfthroughput.hardware.window import WindowStats
+from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.events import WALL_SECONDS, energy_joules, epoch_figures
 
 

@@ -3,7 +3,7 @@
 :class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends
 (and by ``on_test_begin`` or ``on_predict_begin`` outside ``fit``, for one ``evaluate`` or
 ``predict`` call, which it measures as one epoch of batches with the call's name as ``phase``).
-An epoch's validation is measured apart from its training steps (:mod:`.phases`). It
+An epoch's validation is measured apart from its training steps (:mod:`.epoch_parts`). It
 is reached from several threads: the training thread (epoch hooks), Keras's callback thread
 (the batch hook, on backends that dispatch callbacks asynchronously), and the sampler thread
 (windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
@@ -23,22 +23,25 @@ thread reads when it ends a window.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
-from tfthroughput.hardware.window import WindowStats
-from tfthroughput.monitor.cluster import ClusterExchange
+from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.epoch_parts import EpochParts, OpenValidation, PhasePart
+from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
 from tfthroughput.monitor.events import (
     VALIDATION,
     EventWriter,
     energy_joules,
     epoch_figures,
     hardware_scalars,
+    overstated_utilization_warning,
     window_scalars,
 )
-from tfthroughput.monitor.phases import EpochParts, OpenValidation, PhasePart
-from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
@@ -174,13 +177,26 @@ class LiveRun:
             validation.end(stats, self._clock())
 
     def end_epoch(self, epoch: int, steps: int | None) -> EpochParts:
-        """End the epoch in progress; ``steps`` is how many optimizer steps it took, if known.
+        """End the epoch in progress, all of it: cut its last window, write its phases'
+        statistics and figures, warn (once per fit) where GPU-Util overstates the work, and
+        hand the epoch to the cluster exchange; ``steps`` is how many optimizer steps it took
+        (batches, for a call of ``evaluate`` or ``predict``), if known.
 
         Returns:
             The epoch phase by phase: the training part's seconds and statistics run to the
             validation's start, when it validated. A part never begun (hooks driven by hand
             without ``on_epoch_begin``) has no seconds.
         """
+        parts = self._end_parts(epoch, steps)
+        self.write_epoch(epoch, parts)
+        if self.phase is None:
+            self._warn_if_utilization_overstates(parts.training.stats, epoch)
+            if self.cluster is not None:  # every worker, every epoch: the others wait for it
+                seconds = parts.training.figures().get("seconds")
+                self.cluster.epoch_end(epoch, parts.training.stats, seconds)
+        return parts
+
+    def _end_parts(self, epoch: int, steps: int | None) -> EpochParts:
         self.end_validation()  # in case Keras's on_test_end did not come
         with self._lock:
             windows, self.windows = self.windows, None
@@ -246,6 +262,15 @@ class LiveRun:
         self.writer.close()
         if self.cluster is not None:
             self.cluster.close()
+
+    def _warn_if_utilization_overstates(self, stats: WindowStats, epoch: int) -> None:
+        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
+        if self.warned_overstated_utilization:
+            return
+        message = overstated_utilization_warning(stats, epoch)
+        if message is not None:
+            self.warned_overstated_utilization = True
+            warnings.warn(message, MonitoringWarning, stacklevel=4)
 
     def windows_since(self, index: int) -> tuple[Window, ...]:
         return tuple(window for window in self.recent if window.index >= index)

@@ -3,7 +3,7 @@ per window inside an epoch.
 
 The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`, turning
 statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, an epoch's
-windows in :mod:`tfthroughput.monitor.windows`, watching the ``fit`` in
+windows in :mod:`tfthroughput.monitor.epoch_windows`, watching the ``fit`` in
 :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
 
 Its batch hooks, ``on_train_batch_end``, ``on_test_batch_end`` and ``on_predict_batch_end``,
@@ -14,7 +14,7 @@ anyway, so the hooks add only their own few instructions. With ``update_freq="ep
 default) the training one returns at once; the validation and inference ones count batches.
 
 The step a time-based window is written at also comes from that hook, not from the sampler
-thread: see :mod:`tfthroughput.monitor.live`.
+thread: see :mod:`tfthroughput.monitor.live_run`.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.window import WindowStats
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.monitor.events import (
     VALIDATION_LOGS_PREFIX,
     logs_entries,
-    overstated_utilization_warning,
 )
 from tfthroughput.monitor.fit_watch import find_fit
 from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
-from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.run_start import RunSettings, start_run
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
@@ -56,7 +56,6 @@ from tfthroughput.monitor.strategy import (
     find_placement,
     global_batch_size,
 )
-from tfthroughput.monitor.windows import Window
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -117,7 +116,8 @@ class GPUMonitor(keras.callbacks.Callback):
             duration with its unit, ``"30s"``, ``"5min"``, ``"1h"`` (cut on the sampler thread
             after the first sample past the duration, once a step has been taken; at least
             ``interval``). The epoch's end ends the last window. Defaults to ``"epoch"``.
-        metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
+        hardware_metrics: Hardware metric names to sample (see ``tfthroughput.hardware.metrics``);
+            defaults to all. (Named apart from Keras's ``compile(metrics=...)``.)
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
         batch_size: Examples per step across every replica (the global batch), for
             ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
@@ -157,7 +157,7 @@ class GPUMonitor(keras.callbacks.Callback):
         interval: float = 1.0,
         *,
         update_freq: int | str = "epoch",
-        metrics: Iterable[str] | None = None,
+        hardware_metrics: Iterable[str] | None = None,
         statistics: Sequence[str] = LOGGED_STATISTICS,
         batch_size: int | None = None,
         update_logs: bool = False,
@@ -170,7 +170,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self.interval = validate_interval(interval)
         self._update = check_update_freq(update_freq, self.interval)
         self.update_freq = update_freq
-        self.metrics = validate_metric_names(metrics)
+        self.hardware_metrics = validate_metric_names(hardware_metrics, "hardware_metrics")
         self.statistics = check_statistics(statistics)
         self.batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
         self.update_logs = check_bool("update_logs", update_logs)
@@ -237,11 +237,7 @@ class GPUMonitor(keras.callbacks.Callback):
         if training is None:
             return
         parts = training.end_epoch(epoch, self._steps_this_epoch())
-        training.write_epoch(epoch, parts)
-        self._warn_if_utilization_overstates(training, parts.training.stats, epoch)
         figures = parts.training_figures()
-        if training.cluster is not None:  # every worker, every epoch: the others wait for it
-            training.cluster.epoch_end(epoch, parts.training.stats, figures.get("seconds"))
         if self.update_logs and logs is not None:
             logs.update(logs_entries(parts.training.stats, figures))
             if parts.validation is not None:
@@ -256,7 +252,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._shutdown()
 
     # Validation inside fit, and evaluate and predict on their own ---------------------------
-    # The validation of an epoch ends the epoch's training part (see tfthroughput.monitor.phases);
+    # An epoch's validation ends the epoch's training part (tfthroughput.monitor.epoch_parts);
     # `evaluate` and `predict` outside `fit` are each measured as a call of their own, written
     # into `<run_dir>/evaluate` or `<run_dir>/predict` (tfthroughput.monitor.inference_calls).
 
@@ -365,23 +361,12 @@ class GPUMonitor(keras.callbacks.Callback):
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _warn_if_utilization_overstates(
-        self, training: LiveRun, stats: WindowStats, epoch: int
-    ) -> None:
-        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
-        if training.warned_overstated_utilization:
-            return
-        message = overstated_utilization_warning(stats, epoch)
-        if message is not None:
-            training.warned_overstated_utilization = True
-            warnings.warn(message, MonitoringWarning, stacklevel=3)
-
     def _selected(self, stats: WindowStats) -> WindowStats:
-        if self.metrics is None:
+        if self.hardware_metrics is None:
             return stats
         # The input-activity source exists only for the cluster exchange: always kept.
         return stats.only(
-            lambda key: key.metric in self.metrics or key.source == INPUT_ACTIVITY_SOURCE
+            lambda key: key.metric in self.hardware_metrics or key.source == INPUT_ACTIVITY_SOURCE
         )
 
     def _run_settings(self) -> RunSettings:
@@ -392,7 +377,7 @@ class GPUMonitor(keras.callbacks.Callback):
             statistics=self.statistics,
             clock=self._clock,
             select=self._selected,
-            sources=self._source_factory or (lambda: default_sources(self.metrics)),
+            sources=self._source_factory or (lambda: default_sources(self.hardware_metrics)),
         )
 
     def _begin_call(self, phase: str) -> None:
