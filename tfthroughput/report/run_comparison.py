@@ -80,7 +80,15 @@ QUANTITIES: tuple[Quantity, ...] = (
         "GPUMonitor logs it only when given batch_size",
     ),
     Quantity("steps/s", r"epoch/steps_per_second", "steps/s", "not logged", plotted=False),
-    Quantity("epoch time", r"epoch/seconds", "s", "not logged"),
+    # Training steps only: GPUMonitor measures an epoch's validation apart (validation/...).
+    Quantity("training time", r"epoch/seconds", "s", "not logged"),
+    Quantity(
+        "epoch wall time",
+        r"epoch/wall_seconds",
+        "s",
+        "GPUMonitor logs it from the version that measures validation apart",
+        plotted=False,
+    ),
 )
 
 
