@@ -62,7 +62,8 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
     assert page.rows["gpu0/utilization_percent/mean"] == [30.0, 80.0, 80.0 / 30.0]
     assert "<th>build_pipeline / naive</th>" in page_text
 
-    # Six charts (steps/s and the epoch's wall time are tabled only), each a PNG inside the page; nothing to fetch.
+    # Six charts (steps/s and the epoch's wall time are tabled only), each a PNG inside the
+    # page; nothing to fetch.
     assert len(page.sources) == 6
     for source in page.sources:
         assert source.startswith("data:image/png;base64,")
