@@ -25,23 +25,29 @@ VALIDATION_BATCHES = 8
 TRAINING_UTILIZATION, VALIDATION_UTILIZATION = 90.0, 10.0
 
 
-class Phases(keras.callbacks.Callback):
-    """Moves the monitor's clock per batch and tells the fake GPU which phase runs. Listed
-    after the monitor, so the monitor's sample at each phase boundary reads the phase ending."""
+class Clock(keras.callbacks.Callback):
+    """Moves the monitor's clock at each batch's end (listed before the monitor, so a window
+    the monitor ends at a batch includes that batch's time)."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__()
         self.clock = clock
-        self.utilization = TRAINING_UTILIZATION
 
     def on_train_batch_end(self, batch, logs=None):
         self.clock.advance(TRAIN_STEP_SECONDS)
 
-    def on_test_begin(self, logs=None):
-        self.utilization = VALIDATION_UTILIZATION
-
     def on_test_batch_end(self, batch, logs=None):
         self.clock.advance(VALIDATION_BATCH_SECONDS)
+
+
+class Phase(keras.callbacks.Callback):
+    """Tells the fake GPU which phase runs (listed after the monitor, so the monitor's sample
+    at each phase boundary reads the phase ending)."""
+
+    utilization = TRAINING_UTILIZATION
+
+    def on_test_begin(self, logs=None):
+        self.utilization = VALIDATION_UTILIZATION
 
     def on_test_end(self, logs=None):
         self.utilization = TRAINING_UTILIZATION
@@ -49,12 +55,12 @@ class Phases(keras.callbacks.Callback):
 
 def _validated_fit(log_dir, **monitor_arguments):
     clock = FakeClock()
-    phases = Phases(clock)
+    phase = Phase()
     monitor = GPUMonitor(
         log_dir,
         interval=3600,  # only the monitor's own reads at the boundaries: no race with them
         clock=clock,
-        sources=lambda: [FakeSource("gpu0", lambda _: {"utilization_percent": phases.utilization})],
+        sources=lambda: [FakeSource("gpu0", lambda _: {"utilization_percent": phase.utilization})],
         **monitor_arguments,
     )
     model = tiny_model()
@@ -67,7 +73,7 @@ def _validated_fit(log_dir, **monitor_arguments):
         batch_size=BATCH_SIZE,
         epochs=2,
         validation_data=(x_val, x_val.sum(axis=1, keepdims=True)),
-        callbacks=[monitor, phases],
+        callbacks=[Clock(clock), monitor, phase],
         verbose=0,
     )
     return model, history
@@ -76,7 +82,7 @@ def _validated_fit(log_dir, **monitor_arguments):
 @pytest.fixture(scope="module")
 def validated_run(tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("validated")
-    model, history = _validated_fit(log_dir, update_logs=True)
+    model, history = _validated_fit(log_dir, update_logs=True, update_freq=2)
     return log_dir, model, history.history
 
 
@@ -105,6 +111,14 @@ def test_validation_has_its_own_figures_and_hardware_statistics(validated_run):
     assert scalars["validation/gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 10.0)]
     assert scalars["validation/gpu0/utilization_percent/max"] == [(0, 10.0), (1, 10.0)]
     assert scalars["validation/gpu0/samples"] == [(0, 1.0), (1, 1.0)]
+
+
+def test_windows_cover_training_steps_only(validated_run):
+    log_dir, _, _ = validated_run
+    scalars = read_scalars(log_dir / "hardware")
+    # Every 2 steps; the epoch's last window ends where validation begins, not after it.
+    assert scalars["window/seconds"] == [(2, 0.5), (4, 0.5), (6, 0.5), (8, 0.5)]
+    assert {value for _, value in scalars["window/gpu0/utilization_percent/mean"]} == {90.0}
 
 
 def test_logs_get_the_validation_under_kerass_val_prefix(validated_run):
@@ -137,10 +151,10 @@ def test_the_dashboard_gets_a_validation_category_matching_the_written_tags(vali
 
 def test_an_epoch_without_validation_is_all_training(tmp_path):
     clock = FakeClock()
-    phases = Phases(clock)
     monitor = GPUMonitor(tmp_path, interval=3600, clock=clock, sources=lambda: [])
     x, y = data()
-    tiny_model().fit(x, y, batch_size=BATCH_SIZE, epochs=1, callbacks=[monitor, phases], verbose=0)
+    callbacks = [Clock(clock), monitor]
+    tiny_model().fit(x, y, batch_size=BATCH_SIZE, epochs=1, callbacks=callbacks, verbose=0)
     scalars = read_scalars(tmp_path / "hardware")
     assert scalars["epoch/seconds"] == scalars["epoch/wall_seconds"] == [(0, 1.0)]
     assert not [tag for tag in scalars if tag.startswith("validation/")]
