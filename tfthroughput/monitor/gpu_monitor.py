@@ -101,8 +101,9 @@ class GPUMonitor(keras.callbacks.Callback):
     ``<log_dir>/cluster`` (see :mod:`tfthroughput.monitor.cluster_summary`); every worker must
     run a GPUMonitor.
 
-    The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
-    before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
+    The monitor is a value until ``fit`` (or ``evaluate``, ``predict``) starts it: nothing live
+    (thread, lock, writer) exists before ``on_train_begin`` (``on_test_begin``,
+    ``on_predict_begin``), and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
     an unstarted monitor with the same settings. Outside ``fit`` (hooks driven by hand), use it
     as a context manager or call :meth:`close` when done.
 
