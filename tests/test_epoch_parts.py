@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 from events import read_layouts, read_scalars
 from fakes import FakeClock, FakeSource
-from fits import BATCH_SIZE, STEPS_PER_EPOCH, data, tiny_model
+from fits import (
+    BATCH_SIZE,
+    STEPS_PER_EPOCH,
+    data,
+    sampler_threads,
+    tiny_model,
+    wait_for_no_sampler_thread,
+)
 
 from tfthroughput import GPUMonitor
 
@@ -158,3 +165,36 @@ def test_an_epoch_without_validation_is_all_training(tmp_path):
     scalars = read_scalars(tmp_path / "hardware")
     assert scalars["epoch/seconds"] == scalars["epoch/wall_seconds"] == [(0, 1.0)]
     assert not [tag for tag in scalars if tag.startswith("validation/")]
+
+
+class FailDuringValidation(keras.callbacks.Callback):
+    def on_test_batch_end(self, batch, logs=None):
+        if batch == 1:
+            raise RuntimeError("validation failed")
+
+
+def test_a_fit_failing_in_validation_keeps_the_epochs_training_part(tmp_path):
+    phase = Phase()
+    monitor = GPUMonitor(
+        tmp_path,
+        interval=0.05,  # the sampler thread notices the fit is gone
+        sources=lambda: [FakeSource("gpu0", lambda _: {"utilization_percent": phase.utilization})],
+    )
+    x, y = data()
+    with pytest.raises(RuntimeError, match="validation failed"):
+        tiny_model().fit(
+            x,
+            y,
+            batch_size=BATCH_SIZE,
+            epochs=1,
+            validation_data=(x, y),
+            callbacks=[monitor, phase, FailDuringValidation()],
+            verbose=0,
+        )
+    wait_for_no_sampler_thread()
+    assert not sampler_threads()
+    scalars = read_scalars(tmp_path / "hardware")
+    # Every training sample was read before validation began, all at the training reading.
+    assert scalars["gpu0/utilization_percent/max"] == [(0, TRAINING_UTILIZATION)]
+    assert [step for step, _ in scalars["validation/gpu0/samples"]] == [0]
+    assert "epoch/seconds" not in scalars  # an epoch cut short has no figures
