@@ -82,24 +82,34 @@ def test_predict_calls_are_counted_and_their_windows_continue_across_calls(tmp_p
     assert scalars["predict/window/gpu0/utilization_percent/mean"][0] == (2, 30.0)
 
 
-def test_a_failing_evaluate_stops_sampling_keeps_what_it_measured_and_frees_the_monitor(
-    tmp_path,
-):
+@pytest.mark.parametrize(
+    "interval",
+    [
+        0.05,  # the sampler thread notices that evaluate was left, and ends the call
+        3600,  # it does not wake in time: the next call ends the one left behind
+    ],
+)
+def test_a_failing_evaluate_keeps_what_it_measured_and_the_next_call_counts_on(tmp_path, interval):
     clock = FakeClock()
-    monitor = GPUMonitor(tmp_path, interval=0.05, clock=clock, sources=_gpu)
-    model = tiny_model()
+    monitor = GPUMonitor(tmp_path, interval=interval, clock=clock, sources=_gpu)
     x, y = _inputs()
     with pytest.raises(RuntimeError, match="evaluation failed"):
-        model.evaluate(x, y, batch_size=8, callbacks=[monitor, Batches(clock, 2)], verbose=0)
-    wait_for_no_sampler_thread()  # the sampler noticed that evaluate was left
-    assert not sampler_threads()
-    scalars = read_scalars(tmp_path / "hardware" / "evaluate")
-    assert scalars["evaluate/gpu0/utilization_percent/mean"][0] == (0, 30.0)
-    assert "evaluate/seconds" not in scalars  # a call cut short has no figures
+        tiny_model().evaluate(x, y, batch_size=8, callbacks=[monitor, Batches(clock, 2)], verbose=0)
+    if interval < 1:
+        wait_for_no_sampler_thread()
+        assert not sampler_threads()
+        scalars = read_scalars(tmp_path / "hardware" / "evaluate")
+        assert scalars["evaluate/gpu0/utilization_percent/mean"] == [(0, 30.0)]
     # A new model: under JAX, an evaluate left by an exception leaves its model's variables
     # detached (Keras writes them back only at the call's end).
     tiny_model().evaluate(x, y, batch_size=8, callbacks=[monitor, Batches(clock)], verbose=0)
-    assert read_scalars(tmp_path / "hardware" / "evaluate")["evaluate/seconds"] == [(1, 4.0)]
+    assert not sampler_threads()
+    scalars = read_scalars(tmp_path / "hardware" / "evaluate")
+    # The call cut short counts as call 0 (with the statistics of what its sampler thread read,
+    # without figures), so the next one is call 1.
+    cut_short = [(0, 30.0)] if interval < 1 else []  # no sample taken in an hour's interval
+    assert scalars["evaluate/gpu0/utilization_percent/mean"] == [*cut_short, (1, 30.0)]
+    assert scalars["evaluate/seconds"] == [(1, 4.0)]
 
 
 def test_inference_after_fit_leaves_the_training_run_alone(tmp_path):

@@ -75,12 +75,19 @@ class InferenceCalls:
         run.finish()  # writes what the call sampled, without figures
         if self.run is run:
             self.run = None
-            calls, batches = self.counts.get(run.phase or "", (0, 0))
-            self.counts[run.phase or ""] = (calls + 1, max(batches, run.last_step))
+            self._count(run)
 
     def close(self) -> None:
-        """Stop the call in progress, if any, keeping what it sampled."""
+        """Stop the call in progress, if any, keeping what it sampled (a call left by an
+        exception before its sampler noticed, or hooks driven by hand)."""
         run, self.run = self.run, None
         if run is not None:
             run.sampler.stop()  # joins the thread, so an abandon in progress ends first
             run.finish()
+            self._count(run)
+
+    def _count(self, run: LiveRun) -> None:
+        """Count a call cut short, so the next call of its kind gets the next step."""
+        phase = run.phase or ""
+        calls, batches = self.counts.get(phase, (0, 0))
+        self.counts[phase] = (calls + 1, max(batches, run.last_step))
