@@ -1,8 +1,10 @@
-"""How much does GPUMonitor slow the `fit` it measures?
+"""How much does GPUMonitor slow the `fit` (and the `predict`) it measures?
 
-Two measurements, at the default interval (1 s) and at 0.1 s, each per epoch only
-(`update_freq="epoch"`, the default) and with windows inside epochs (`update_freq="10s"`, or
-`--window`):
+Every fit validates each epoch (a validation set a quarter the size of the training set), so the
+monitor measures both phases apart; then `predict` over the training set is measured the same
+way, monitored against bare. Two measurements, at the default interval (1 s) and at 0.1 s, each
+per epoch only (`update_freq="epoch"`, the default) and with windows inside epochs
+(`update_freq="10s"`, or `--window`):
 
 1. End to end: the same `fit` with and without the monitor, alternating which goes first,
    median of the per-pair ratios (monitored / bare) of wall time and of process CPU time (all
@@ -11,11 +13,12 @@ Two measurements, at the default interval (1 s) and at 0.1 s, each per epoch onl
 2. Direct cost, which noise does not blur: the time spent inside the monitor's per-epoch and
    per-fit hooks during a monitored fit, plus the time the sampler thread spends deciding on
    and writing windows, plus the time one sample takes (`Sampler.sample_once` on the default
-   sources) times the number of samples, plus the time one call of the per-step hook takes
-   (`on_train_batch_end`, the whole call, timed in isolation) times the number of steps, over
-   the bare fit's time. The per-step hook is costed like a sample, from an isolated timing:
-   timed in place at every step, the measurement would mostly count the time the OS gives to
-   other threads and processes while the clock runs. Sampling runs on its own thread and
+   sources) times the number of samples, plus the time one call of the per-step hooks takes
+   (`on_train_batch_end`, and `on_test_batch_end` or `on_predict_batch_end`, the whole call,
+   timed in isolation) times the number of steps and batches, over the bare call's time. The
+   per-step hooks are costed like a sample, from an isolated timing: timed in place at every
+   step, the measurement would mostly count the time the OS gives to other threads and
+   processes while the clock runs. Sampling runs on its own thread and
    mostly outside the GIL-bound part of training, so this is an upper bound.
 
 Targets: <= 1.005 at 1 s and <= 1.02 at 0.1 s, with and without windows.
@@ -75,6 +78,18 @@ class TimedMonitor(GPUMonitor):
         self.windows += self.window_count
         self._timed("on_train_end", logs)
 
+    def on_test_begin(self, logs=None):
+        self._timed("on_test_begin", logs)
+
+    def on_test_end(self, logs=None):
+        self._timed("on_test_end", logs)
+
+    def on_predict_begin(self, logs=None):
+        self._timed("on_predict_begin", logs)
+
+    def on_predict_end(self, logs=None):
+        self._timed("on_predict_end", logs)
+
 
 def build(examples: int):
     rng = np.random.default_rng(0)
@@ -93,9 +108,26 @@ def build(examples: int):
 
 
 def timed_fit(model, x, y, epochs: int, callbacks) -> tuple[float, float]:
-    """Wall seconds and process CPU seconds (all threads) of one fit."""
+    """Wall seconds and process CPU seconds (all threads) of one fit, validating each epoch on
+    the last quarter of the data."""
+    train = len(x) * 4 // 5
     start, cpu_start = time.perf_counter(), time.process_time()
-    model.fit(x, y, batch_size=BATCH_SIZE, epochs=epochs, verbose=0, callbacks=callbacks)
+    model.fit(
+        x[:train],
+        y[:train],
+        batch_size=BATCH_SIZE,
+        epochs=epochs,
+        verbose=0,
+        callbacks=callbacks,
+        validation_data=(x[train:], y[train:]),
+    )
+    return time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def timed_predict(model, x, callbacks) -> tuple[float, float]:
+    """Wall seconds and process CPU seconds (all threads) of one predict."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    model.predict(x, batch_size=BATCH_SIZE, verbose=0, callbacks=callbacks)
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
@@ -110,8 +142,9 @@ def seconds_per_sample(samples: int = 300) -> float:
     return elapsed / samples
 
 
-def seconds_per_step_hook(update_freq, calls: int = 200_000) -> float:
-    """One call of the monitor's per-step hook, in a started monitor between window ends."""
+def seconds_per_step_hook(update_freq, calls: int = 200_000) -> tuple[float, float, float]:
+    """One call of the monitor's per-step hooks (training, validation, predict), in a started
+    monitor between window ends."""
     seconds = parse_update_freq(update_freq).seconds
     # The sampler thread barely wakes while the hook is timed: at most once per window.
     interval = seconds if seconds is not None else 5.0
@@ -130,9 +163,27 @@ def seconds_per_step_hook(update_freq, calls: int = 200_000) -> float:
             for _ in range(calls):
                 hook(0)  # step 1 again and again: no window of 2 steps or more is due
             best = min(best, (time.perf_counter() - start) / calls)
+        monitor.on_test_begin()  # the epoch's validation, then one of its batch hooks
+        test_hook = monitor.on_test_batch_end
+        best_test = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(calls):
+                test_hook(0)
+            best_test = min(best_test, (time.perf_counter() - start) / calls)
+        monitor.on_test_end()
         monitor.on_epoch_end(0)
         monitor.on_train_end()
-    return best
+        monitor.on_predict_begin()  # a predict call, then one of its batch hooks
+        predict_hook = monitor.on_predict_batch_end
+        best_predict = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(calls):
+                predict_hook(0)  # batch 1 again and again: no window of 2 batches is due
+            best_predict = min(best_predict, (time.perf_counter() - start) / calls)
+        monitor.on_predict_end()
+    return best, best_test, best_predict
 
 
 def main() -> None:
@@ -147,12 +198,19 @@ def main() -> None:
     sample_seconds = seconds_per_sample()
     sources = ", ".join(source.name for source in default_sources())
     print(f"one sample of [{sources}] takes {sample_seconds * 1e6:.0f} us")
-    steps = args.epochs * -(-args.examples // BATCH_SIZE)
+    train = args.examples * 4 // 5
+    steps = args.epochs * -(-train // BATCH_SIZE)
+    validation_batches = args.epochs * -(-(args.examples - train) // BATCH_SIZE)
+    predict_batches = -(-args.examples // BATCH_SIZE)
     hook_seconds = {mode: seconds_per_step_hook(mode) for mode in ("epoch", args.window)}
     print(
-        "one call of the per-step hook takes "
-        + ", ".join(f"{s * 1e9:.0f} ns ({mode})" for mode, s in hook_seconds.items())
-        + f"; {steps} steps per fit"
+        "one call of the per-step hooks (training, validation, predict) takes "
+        + ", ".join(
+            f"{' / '.join(f'{s * 1e9:.0f}' for s in seconds)} ns ({mode})"
+            for mode, seconds in hook_seconds.items()
+        )
+        + f"; {steps} steps and {validation_batches} validation batches per fit, "
+        f"{predict_batches} batches per predict"
     )
     model, x, y = build(args.examples)
     timed_fit(model, x, y, 1, [])  # trace and warm up once
@@ -177,11 +235,13 @@ def main() -> None:
                 bare_times.append(bare)
                 ratios.append(monitored / bare)
                 cpu_ratios.append(monitored_cpu / bare_cpu)
+                train_hook, test_hook, _ = hook_seconds[update_freq]
                 cost = (
                     monitor.hook_seconds
                     + monitor.tick_seconds
                     + (monitored / interval) * sample_seconds
-                    + steps * hook_seconds[update_freq]
+                    + steps * train_hook
+                    + validation_batches * test_hook
                 )
                 direct.append(1 + cost / bare)
                 windows.append(monitor.windows if update_freq != "epoch" else 0)
@@ -198,8 +258,42 @@ def main() -> None:
                 f"direct cost ratio {direct_ratio:.5f}"
             )
             summary.append((mode, interval, ratio, cpu_ratio, direct_ratio))
+        for update_freq, interval in (("epoch", 1.0), ("epoch", 0.1), (args.window, 0.1)):
+            ratios, cpu_ratios, bare_times, direct = [], [], [], []
+            for repeat in range(args.repeats):
+                log_dir = os.path.join(log_root, f"predict-{update_freq}-i{interval}-{repeat}")
+                monitor = TimedMonitor(log_dir, interval, update_freq=update_freq)
+                order = ("bare", "monitored") if repeat % 2 == 0 else ("monitored", "bare")
+                times = {}
+                for variant in order:
+                    callbacks = [monitor] if variant == "monitored" else []
+                    times[variant] = timed_predict(model, x, callbacks)
+                (bare, bare_cpu), (monitored, monitored_cpu) = times["bare"], times["monitored"]
+                bare_times.append(bare)
+                ratios.append(monitored / bare)
+                cpu_ratios.append(monitored_cpu / bare_cpu)
+                cost = (
+                    monitor.hook_seconds
+                    + monitor.tick_seconds
+                    + (monitored / interval) * sample_seconds
+                    + predict_batches * hook_seconds[update_freq][2]
+                )
+                direct.append(1 + cost / bare)
+            ratio, direct_ratio = statistics.median(ratios), statistics.median(direct)
+            cpu_ratio = statistics.median(cpu_ratios)
+            mode = "predict" + ("" if update_freq == "epoch" else f", windows {update_freq}")
+            print(
+                f"{mode}, interval={interval:>4} s: bare predict "
+                f"{statistics.median(bare_times):.2f} s; "
+                f"wall-time ratio {ratio:.4f} (pairs {min(ratios):.3f}..{max(ratios):.3f}); "
+                f"CPU-time ratio {cpu_ratio:.4f} "
+                f"(pairs {min(cpu_ratios):.3f}..{max(cpu_ratios):.3f}); "
+                f"direct cost ratio {direct_ratio:.5f}"
+            )
+            summary.append((mode, interval, ratio, cpu_ratio, direct_ratio))
     print(
-        "monitor overhead: "
+        f"load average {', '.join(f'{load:.2f}' for load in os.getloadavg())}; "
+        "monitor overhead (fits validate every epoch): "
         + "; ".join(
             f"{mode} at {interval} s: wall {ratio:.3f}x, CPU {cpu_ratio:.3f}x, "
             f"direct {direct_ratio:.4f}x"

@@ -47,6 +47,16 @@ def summary_values(run_dir: str | os.PathLike, plugin_name: str) -> list[tuple[i
     ]
 
 
+def read_layouts(run_dir: str | os.PathLike) -> list:
+    """Every Custom Scalars ``Layout`` written into a run, in the order written."""
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    return [
+        layout_pb2.Layout.FromString(value.tensor.string_val[0])
+        for _, value in summary_values(run_dir, "custom_scalars")
+    ]
+
+
 def _events(file: str) -> Iterator:
     if tf is not None:
         for record in tf.data.TFRecordDataset(file):

@@ -40,7 +40,7 @@ def test_a_cpu_only_run_gets_no_gpu_chart():
     layout = hardware_layout(keys)
     assert [category.title for category in layout.category] == [
         "tfthroughput: at a glance (per epoch)",
-        "tfthroughput: throughput per epoch",
+        "tfthroughput: training throughput per epoch",
         "tfthroughput: host (mean and p95, per epoch)",
     ]
     assert _titles(layout.category[0]) == ["steps per second", "host CPU [%]"]
@@ -62,7 +62,7 @@ def test_gpu_utilization_sm_activity_and_examples_lead_and_only_measured_metrics
         "tfthroughput: GPUs (mean and p95, per window, x: training step)",
         "tfthroughput: GPU-Util against SM activity (per window, x: training step)",
         "tfthroughput: host (mean and p95, per window, x: training step)",
-        "tfthroughput: throughput per epoch",
+        "tfthroughput: training throughput per epoch",
         "tfthroughput: GPUs (mean and p95, per epoch)",
         "tfthroughput: GPU-Util against SM activity (per epoch)",
         "tfthroughput: host (mean and p95, per epoch)",

@@ -13,6 +13,9 @@ from tfthroughput.hardware.stats import MetricStats, summarize
 from tfthroughput.hardware.window_stats import WindowStats, WindowTotal
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,
+    VALIDATION,
+    VALIDATION_LOGS_PREFIX,
+    WALL_SECONDS,
     energy_joules,
     epoch_figures,
     hardware_scalars,
@@ -159,8 +162,34 @@ def test_the_readme_lists_every_epoch_figure():
         "`epoch/steps_per_second`": "steps/s",
         "`epoch/examples_per_second`": "examples/s",
         "`epoch/joules_per_example`": "J/example",
+        "`epoch/wall_seconds`": "s",
     }
-    assert set(tags) == {f"`epoch/{name}`" for name in EPOCH_FIGURES}
+    assert set(tags) == {f"`epoch/{name}`" for name in (*EPOCH_FIGURES, WALL_SECONDS)}
+
+
+def test_the_tag_table_lists_every_phase_figure_with_its_training_unit():
+    table = {tag: unit for tag, unit, _ in logged_tags_table()}
+    for name in EPOCH_FIGURES:
+        unit = table[f"`epoch/{name}`"]
+        assert table[f"`{VALIDATION}/{name}`"] == unit
+        assert table[f"`evaluate/{name}`, `predict/{name}`"] == unit
+    assert table[f"`{VALIDATION}/<tag>`"] == "as `<tag>`"
+    assert table["`evaluate/<tag>`, `predict/<tag>`"] == "as `<tag>`"
+    assert table["`evaluate/window/<tag>`, `predict/window/<tag>`"] == "as `window/<tag>`"
+
+
+def test_phase_scalars_put_every_tag_under_the_phase():
+    scalars = hardware_scalars(STATS, ("mean",), {"seconds": 4.0}, phase=VALIDATION)
+    assert scalars["validation/gpu0/utilization_percent/mean"] == 50.0
+    assert scalars["validation/host/samples"] == 3
+    assert scalars["validation/seconds"] == 4.0
+    assert not [tag for tag in scalars if not tag.startswith("validation/")]
+    window = window_scalars(STATS, ("mean",), {"seconds": 1.0}, phase="predict")
+    assert window["predict/window/gpu0/power_watts/mean"] == 200.0
+    assert window["predict/window/seconds"] == 1.0
+    entries = logs_entries(STATS, {"seconds": 4.0}, prefix=VALIDATION_LOGS_PREFIX)
+    assert entries["val_gpu0_utilization_percent"] == 50.0
+    assert entries["val_seconds"] == 4.0
 
 
 def test_the_readme_lists_every_window_figure_as_its_epoch_figure():

@@ -122,6 +122,7 @@ def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(
         "gpu1_utilization_percent",
         "seconds",
         "steps_per_second",
+        "wall_seconds",
     ]
     # History comes last (Keras appends it), so it always sees them.
     assert sorted(history) == sorted(["loss", *added])

@@ -21,9 +21,11 @@ TESTS = ROOT / "tests"
 MONITOR_TEST_FILES = (
     "test_epoch_windows.py",
     "test_events.py",
+    "test_inference_calls.py",
     "test_live_run.py",
     "test_monitor.py",
     "test_monitor_lifecycle.py",
+    "test_epoch_parts.py",
 )
 # Backends other than TensorFlow that can be tried here: jax is a test dependency; torch runs
 # too where it is installed.

@@ -63,6 +63,7 @@ PINNED = {
         "utilization_probe",
         "clock",
         "precision",
+        "mode",
     ),
     "DiagnosisReport": (
         "batch_size",
@@ -77,6 +78,7 @@ PINNED = {
         "gpu_utilization_percent",
         "thresholds",
         "sm_activity_percent",
+        "mode",
     ),
     "DiagnosisThresholds": (
         "input_bound_fraction",

@@ -59,7 +59,7 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
 
     naive = medians_from_event_files(log_dir / "naive" / "hardware")
     fast = medians_from_event_files(log_dir / "build_pipeline" / "hardware")
-    assert len(page.rows) == 7
+    assert len(page.rows) == 8
     for tag, cells in page.rows.items():
         if tag.startswith("epoch/"):  # throughput and time: with their ratio
             assert cells == [naive[tag], fast[tag], fast[tag] / naive[tag]], tag
@@ -78,7 +78,8 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
     ratio = fast["epoch/examples_per_second"] / naive["epoch/examples_per_second"]
     assert f"build_pipeline vs naive: {ratio:.2f}x examples/s (median of epochs 2-3)" in page_text
 
-    # Six charts (steps/s is tabled only), each a PNG inside the page; nothing to fetch.
+    # Six charts (steps/s and the epoch's wall time are tabled only), each a PNG inside the
+    # page; nothing to fetch.
     assert len(page.sources) == 6
     for source in page.sources:
         assert source.startswith("data:image/png;base64,")
@@ -105,7 +106,7 @@ def test_default_output_is_report_html_in_the_log_dir(log_dir):
 def test_a_cpu_only_run_says_why_gpu_charts_are_missing(tmp_path):
     write_monitored_runs(tmp_path, gpu=False)
     page_text = render_html(compare_runs(tmp_path))
-    assert page_text.count("<img") == 3  # host CPU, examples/s, epoch time
+    assert page_text.count("<img") == 3  # host CPU, examples/s, training time
     assert (
         'GPU-Util [%]</h3><p class="absent">Not recorded in any run: no GPU was sampled'
         in page_text

@@ -22,6 +22,7 @@ EXPECTED_TAGS = [
     "epoch/examples_per_second",
     "epoch/steps_per_second",
     "epoch/seconds",
+    "epoch/wall_seconds",
 ]
 
 
@@ -104,9 +105,19 @@ def test_every_quantity_names_its_unit_and_why_it_may_be_absent():
         "host CPU",
         "examples/s",
         "steps/s",
-        "epoch time",
+        "training time",
+        "epoch wall time",
     ]
-    assert [q.unit for q in QUANTITIES] == ["%", "%", "GiB", "%", "examples/s", "steps/s", "s"]
+    assert [q.unit for q in QUANTITIES] == [
+        "%",
+        "%",
+        "GiB",
+        "%",
+        "examples/s",
+        "steps/s",
+        "s",
+        "s",
+    ]
     assert all(q.absent for q in QUANTITIES)
 
 

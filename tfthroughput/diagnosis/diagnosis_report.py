@@ -23,9 +23,15 @@ from tfthroughput.diagnosis.verdict import (
     per,
 )
 
+# What a report measured: a training run (fit) or batch inference (predict).
+TRAINING = "training"
+INFERENCE = "inference"
+_STEP = {TRAINING: "training step", INFERENCE: "predict step"}
+_CALL = {TRAINING: "fit", INFERENCE: "predict"}
+
 _VERDICT_MEANING = {
-    INPUT_BOUND: "the training step waits on the input pipeline",
-    COMPUTE_BOUND: "the training step itself is the bottleneck; the input pipeline keeps up",
+    INPUT_BOUND: "the {step} waits on the input pipeline",
+    COMPUTE_BOUND: "the {step} itself is the bottleneck; the input pipeline keeps up",
     BALANCED: "some of each step waits on input, the rest is compute",
     LAUNCH_OVERHEAD_BOUND: (
         "each step is so short that fixed per-step costs (Python, dispatch, kernel launches) "
@@ -68,6 +74,9 @@ class DiagnosisReport:
             measured (GPM exists on Hopper and newer). Far below ``gpu_utilization_percent``,
             it means tiny kernels: GPU-Util counts the time any kernel runs, however few SMs
             it keeps busy.
+        mode: ``"training"`` (``diagnose``: ``fit``) or ``"inference"``
+            (``diagnose(..., mode="inference")``: (b) and (c) are ``predict``, and
+            ``fit_batches_per_second`` is ``predict`` on the dataset).
     """
 
     batch_size: int
@@ -82,6 +91,7 @@ class DiagnosisReport:
     gpu_utilization_percent: float | None = None
     thresholds: DiagnosisThresholds = DiagnosisThresholds()
     sm_activity_percent: float | None = None
+    mode: str = TRAINING
 
     @property
     def input_examples_per_second(self) -> float:
@@ -108,6 +118,10 @@ class DiagnosisReport:
         """Seconds per end-to-end training step."""
         return per(self.fit_batches_per_second)
 
+    @property
+    def _title(self) -> str:
+        return "inference diagnosis" if self.mode == INFERENCE else "diagnosis"
+
     def _rows(self) -> list[tuple[str, str, str, str]]:
         return [
             (
@@ -117,13 +131,13 @@ class DiagnosisReport:
                 f"{per(self.input_batches_per_second) * 1000:,.2f}",
             ),
             (
-                "(b) training step alone",
+                f"(b) {_STEP[self.mode]} alone",
                 f"{self.compute_batches_per_second:,.1f}",
                 f"{self.compute_examples_per_second:,.0f}",
                 f"{self.compute_step_seconds * 1000:,.2f}",
             ),
             (
-                "(c) fit, both together",
+                f"(c) {_CALL[self.mode]}, both together",
                 f"{self.fit_batches_per_second:,.1f}",
                 f"{self.fit_examples_per_second:,.0f}",
                 f"{self.fit_step_seconds * 1000:,.2f}",
@@ -139,9 +153,10 @@ class DiagnosisReport:
         if self.sm_activity_percent is not None:
             gpu += f", SM activity {self.sm_activity_percent:.1f}%"
         return [
-            f"Verdict: {self.verdict} ({_VERDICT_MEANING.get(self.verdict, '')})",
-            f"Input-bound fraction: {self.input_bound_fraction:.0%} of each fit step waits "
-            "on input",
+            f"Verdict: {self.verdict} "
+            f"({_VERDICT_MEANING.get(self.verdict, '').format(step=_STEP[self.mode])})",
+            f"Input-bound fraction: {self.input_bound_fraction:.0%} of each "
+            f"{_CALL[self.mode]} step waits on input",
             f"GPU utilization: {gpu}",
         ]
 
@@ -157,7 +172,7 @@ class DiagnosisReport:
             return "  ".join(cells).rstrip()
 
         lines = [
-            f"tfthroughput diagnosis (batch size {self.batch_size}, "
+            f"tfthroughput {self._title} (batch size {self.batch_size}, "
             f"median of {self.repeats} x {self.steps} steps)",
             line(header),
             line(tuple("-" * w for w in widths)),
@@ -181,7 +196,7 @@ class DiagnosisReport:
     def to_markdown(self) -> str:
         """The report as GitHub-flavoured markdown (also what TensorBoard's text tab shows)."""
         lines = [
-            f"**tfthroughput diagnosis** (batch size {self.batch_size}, median of "
+            f"**tfthroughput {self._title}** (batch size {self.batch_size}, median of "
             f"{self.repeats} x {self.steps} steps)",
             "",
             "| measurement | batches/s | examples/s | ms/batch |",

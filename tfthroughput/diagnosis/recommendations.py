@@ -191,14 +191,19 @@ def _input_recommendations(
     fraction: float,
     lint: Any,
     slowest_stage: Any,
+    *,
+    step: str = "training step",
+    call: str = "fit",
 ) -> list[Recommendation]:
-    waits = f"{fraction:.0%} of each fit step waits on input"
+    """The pipeline's advice; ``step`` and ``call`` name what it feeds (for inference,
+    ``"predict step"`` and ``"predict"``)."""
+    waits = f"{fraction:.0%} of each {call} step waits on input"
     findings = [f for f in (lint.findings if lint else ()) if f.rule in SPEED_RULES]
     if input_rate >= compute_rate:
         prefetch = [f for f in findings if f.rule == "no-final-prefetch"]
         measured = (
             f"the input pipeline alone delivers {input_rate:,.1f} batches/s, enough for the "
-            f"training step's {compute_rate:,.1f}, yet fit reaches only {fit_rate:,.1f} ({waits})"
+            f"{step}'s {compute_rate:,.1f}, yet {call} reaches only {fit_rate:,.1f} ({waits})"
         )
         if lint is None or prefetch:
             return [
@@ -213,14 +218,14 @@ def _input_recommendations(
                 "less CPU work per batch in the pipeline: build_pipeline(cache=True) for the "
                 "deterministic part, or preprocess offline",
                 f"{measured}, and the pipeline already overlaps with the step (it ends with a "
-                "prefetch): the pipeline's threads and the training step compete for the same "
-                "CPU cores, so every CPU-second the pipeline saves goes to training.",
+                f"prefetch): the pipeline's threads and the {step} compete for the same "
+                f"CPU cores, so every CPU-second the pipeline saves goes to the {step}.",
             )
         ]
     measured = (
         f"the input pipeline alone delivers {input_rate:,.1f} batches/s, "
         f"{compute_rate / input_rate:,.1f}x fewer than the {compute_rate:,.1f} batches/s the "
-        f"training step can take ({waits})"
+        f"{step} can take ({waits})"
     )
     if lint is None:
         return [

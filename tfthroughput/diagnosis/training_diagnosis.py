@@ -18,7 +18,7 @@ from tfthroughput.diagnosis._arguments import check_model, check_precision, chec
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._timing import _timed_fit
-from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
+from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
 from tfthroughput.diagnosis.recommendations import SPEED_RULES, recommendations
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
@@ -47,8 +47,9 @@ def diagnose(
     utilization_probe: UtilizationProbe | None = gpu_utilization,
     clock: Callable[[], float] = time.perf_counter,
     precision: Any = None,
+    mode: str = "training",
 ) -> DiagnosisReport:
-    """Measure where a training run's time goes, and say what to change.
+    """Measure where a training run's time goes (or batch inference's), and say what to change.
 
     Three measurements, each repeated ``repeats`` times after an untimed warm-up (tracing,
     XLA compilation, iterator creation, shuffle buffers, autotuning); the report keeps the
@@ -111,6 +112,11 @@ def diagnose(
             ``time.perf_counter``.
         precision: The :class:`~tfthroughput.precision.PrecisionRecommendation` to agree with.
             Defaults to ``None``: ``recommend_precision()`` for the devices TensorFlow sees.
+        mode: ``"training"`` (the above), or ``"inference"``: (b) is the predict step alone
+            and (c) ``predict`` with input and compute together, with advice that fits
+            inference (batch size for throughput, ``steps_per_execution``, XLA, the pipeline);
+            see :func:`tfthroughput.diagnosis.inference_diagnosis.diagnose_inference`.
+            Defaults to ``"training"``.
 
     Returns:
         A frozen :class:`~tfthroughput.diagnosis.DiagnosisReport`. ``print(report)`` shows it;
@@ -122,7 +128,8 @@ def diagnose(
             ``utilization_probe``/``clock`` not callable, ``precision`` not a
             ``PrecisionRecommendation``, or the probe's reading not a number.
         ValueError: If the model is not compiled, ``steps``/``repeats`` are not positive,
-            the dataset yields nothing, or the probe's reading is outside 0..100.
+            ``mode`` is unknown, the dataset yields nothing, or the probe's reading is outside
+            0..100.
 
     Example:
         >>> report = tfthroughput.diagnose(model, train_ds, steps=50)  # doctest: +SKIP
@@ -130,6 +137,21 @@ def diagnose(
         >>> report.verdict  # doctest: +SKIP
         'input-bound'
     """
+    if mode not in (TRAINING, INFERENCE):
+        raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
+    if mode == INFERENCE:
+        from tfthroughput.diagnosis.inference_diagnosis import diagnose_inference
+
+        return diagnose_inference(
+            model,
+            dataset,
+            steps=steps,
+            repeats=repeats,
+            thresholds=thresholds,
+            utilization_probe=utilization_probe,
+            clock=clock,
+            precision=precision,
+        )
     check_model(model)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(

@@ -32,6 +32,8 @@ _GLANCE_GPU_CHARTS = (
 )
 # Tag prefix of the per-window scalars (see tfthroughput.monitor.events).
 WINDOW_PREFIX = "window/"
+# Tag prefix of an epoch's validation (see tfthroughput.monitor.epoch_parts).
+VALIDATION_PREFIX = "validation/"
 
 
 def hardware_layout(
@@ -41,6 +43,8 @@ def hardware_layout(
     statistics: Sequence[str] = ("mean", "min", "max", "p95"),
     examples: bool = False,
     windows: bool = False,
+    validation: bool = False,
+    phase: str | None = None,
 ) -> layout_pb2.Layout:
     """The layout for a run that measured ``keys``.
 
@@ -52,6 +56,11 @@ def hardware_layout(
             ``batch_size``).
         windows: Whether the monitor writes windows inside epochs (``window/...`` tags, x-axis
             the training step).
+        validation: Whether the run validates (``validation/...`` tags, per epoch): adds a
+            validation category after the training throughput.
+        phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for the run of such
+            calls, whose tags all start with ``<phase>/`` (windows with ``<phase>/window/``,
+            x-axis the batches of such calls so far) and whose per-epoch charts are per call.
 
     Returns:
         Categories: "at a glance" first; then, with windows, GPUs (with GPU-Util against SM
@@ -73,9 +82,13 @@ def hardware_layout(
     gpu_metrics = families.get("GPUs", ("", []))[1]
     host_metrics = families.get("host", ("", []))[1]
 
-    prefix = WINDOW_PREFIX if windows else ""
-    per = "per window, x: training step" if windows else "per epoch"
-    figures = "window" if windows else "epoch"
+    base = "" if phase is None else f"{phase}/"
+    unit = "epoch" if phase is None else "call"
+    name = "" if phase is None else f"{phase} "
+    step = "training step" if phase is None else f"{phase} batch"
+    prefix = f"{base}{WINDOW_PREFIX}" if windows else base
+    per = f"per window, x: {step}" if windows else f"per {unit}"
+    figures = prefix.rstrip("/") if windows or phase is not None else "epoch"
     glance = []
     for metric, title in _GLANCE_GPU_CHARTS:
         if metric in gpu_metrics:
@@ -86,7 +99,7 @@ def hardware_layout(
         glance.append(_chart("steps per second", rf"^{figures}/steps_per_second$"))
     if not gpu_metrics and "cpu_percent" in host_metrics:
         glance.append(_chart("host CPU [%]", rf"^{prefix}host/cpu_percent/{first}$"))
-    categories = [_category(f"tfthroughput: at a glance ({per})", glance)]
+    categories = [_category(f"tfthroughput: {name}at a glance ({per})", glance)]
 
     total_metrics = {key.metric for key in totals}
 
@@ -104,7 +117,7 @@ def hardware_layout(
                 for metric in metrics
             ]
             categories.append(
-                _category(f"tfthroughput: {title} ({' and '.join(shown)}, {per})", charts)
+                _category(f"tfthroughput: {name}{title} ({' and '.join(shown)}, {per})", charts)
             )
             if title == "GPUs" and SM_ACTIVITY in metrics and UTILIZATION in metrics:
                 # GPU-Util beside what the SMs did: tiny kernels keep the first high and the
@@ -115,19 +128,46 @@ def hardware_layout(
                 )
                 chart = _chart("GPU-Util, SM activity and busy-but-idle [%]", regex)
                 categories.append(
-                    _category(f"tfthroughput: GPU-Util against SM activity ({per})", [chart])
+                    _category(f"tfthroughput: {name}GPU-Util against SM activity ({per})", [chart])
                 )
         return categories
 
     if windows:
-        categories += per_source(WINDOW_PREFIX, per)
-    throughput = [_chart("steps per second", r"^epoch/steps_per_second$")]
+        categories += per_source(prefix, per)
+    throughput_of = "epoch/" if phase is None else base
+    throughput = [_chart("steps per second", rf"^{throughput_of}steps_per_second$")]
     if examples:
-        throughput.append(_chart("examples per second", r"^epoch/examples_per_second$"))
-    throughput.append(_chart("epoch wall time [s]", r"^epoch/seconds$"))
-    categories.append(_category("tfthroughput: throughput per epoch", throughput))
-    categories += per_source("", "per epoch")
+        throughput.append(_chart("examples per second", rf"^{throughput_of}examples_per_second$"))
+    if phase is None:
+        throughput.append(_chart("training time [s]", r"^epoch/seconds$"))
+        throughput.append(
+            _chart("epoch wall time, validation included [s]", r"^epoch/wall_seconds$")
+        )
+        categories.append(_category("tfthroughput: training throughput per epoch", throughput))
+    else:
+        throughput.append(_chart(f"{phase} wall time [s]", rf"^{base}seconds$"))
+        categories.append(_category(f"tfthroughput: {name}throughput per call", throughput))
+    if validation and phase is None:
+        categories.append(_validation_category(gpu_metrics, host_metrics, first, examples))
+    categories += per_source(base, f"per {unit}")
     return layout_pb2.Layout(category=categories)
+
+
+def _validation_category(
+    gpu_metrics: Sequence[str], host_metrics: Sequence[str], first: str, examples: bool
+) -> layout_pb2.Category:
+    """The validation inside ``fit``, per epoch: its pace and what the hardware did meanwhile."""
+    figure = "examples_per_second" if examples else "steps_per_second"
+    charts = [
+        _chart(figure.replace("_", " "), rf"^{VALIDATION_PREFIX}{figure}$"),
+        _chart("validation time [s]", rf"^{VALIDATION_PREFIX}seconds$"),
+    ]
+    for metric, title in _GLANCE_GPU_CHARTS:
+        if metric in gpu_metrics:
+            charts.append(_chart(f"{title} [%]", rf"^{VALIDATION_PREFIX}gpu\d+/{metric}/{first}$"))
+    if "cpu_percent" in host_metrics:
+        charts.append(_chart("host CPU [%]", rf"^{VALIDATION_PREFIX}host/cpu_percent/{first}$"))
+    return _category("tfthroughput: validation (per epoch)", charts)
 
 
 def layout_summary(layout: layout_pb2.Layout) -> summary_pb2.Summary:

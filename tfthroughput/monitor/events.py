@@ -22,9 +22,16 @@ from tfthroughput.hardware.activity import (
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.dashboard import WINDOW_PREFIX
 
-# Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`; the same figures of
-# a window inside an epoch are `window/<name>`.
+# Names of the figures of a phase: the training steps of an epoch are tagged `epoch/<name>`
+# (`logs` keys `<name>`), its validation `validation/<name>` (`logs` keys `val_<name>`), an
+# `evaluate` or `predict` call `evaluate/<name>` or `predict/<name>`; the same figures of a
+# window are `window/<name>` (`<phase>/window/<name>` for a call).
 EPOCH_FIGURES = ("seconds", "steps_per_second", "examples_per_second", "joules_per_example")
+# The epoch's wall time, validation included: `epoch/wall_seconds`, `logs` key `wall_seconds`.
+WALL_SECONDS = "wall_seconds"
+# Tag prefix of the validation inside `fit`, and `logs` prefix (Keras's own for validation).
+VALIDATION = "validation"
+VALIDATION_LOGS_PREFIX = "val_"
 
 
 def energy_joules(stats: WindowStats) -> float | None:
@@ -40,13 +47,14 @@ def epoch_figures(
     *,
     joules: float | None = None,
 ) -> dict[str, float]:
-    """The epoch's wall time, throughput and energy per example, as far as they are known.
+    """A phase's wall time, throughput and energy per example, as far as they are known.
 
     Args:
-        seconds: The epoch's wall time; ``None`` for an epoch cut short.
-        steps: Optimizer steps taken in the epoch, if known.
+        seconds: The phase's wall time (an epoch's training steps, its validation, a call of
+            ``evaluate`` or ``predict``, or a window); ``None`` for one cut short.
+        steps: Steps taken in it (optimizer steps in training, batches otherwise), if known.
         batch_size: Examples per step, if known.
-        joules: Energy the GPUs used in the epoch, if known.
+        joules: Energy the GPUs used in it, if known.
 
     Returns:
         ``{"seconds": ..., "steps_per_second": ..., "examples_per_second": ...,
@@ -68,11 +76,27 @@ def hardware_scalars(
     stats: WindowStats,
     statistics: Sequence[str],
     figures: Mapping[str, float],
+    *,
+    phase: str | None = None,
 ) -> dict[str, float]:
-    """The scalars of the hardware run: ``<source>/<metric>/<statistic>``, the sample counts
+    """The scalars of one phase: ``<source>/<metric>/<statistic>``, the sample counts
     (``<source>/samples`` for the monitor's reads, ``<source>/<metric>/samples`` for a metric
     read from a hardware sample buffer), energy totals, ``<source>/busy_but_idle_percent``
-    (where SM activity was read) and ``epoch/<figure>``."""
+    (where SM activity was read) and ``epoch/<figure>``.
+
+    Args:
+        stats: The phase's statistics.
+        statistics: The statistics to log.
+        figures: Its :func:`epoch_figures` (and ``wall_seconds`` for an epoch).
+        phase: ``None`` for an epoch's training steps (the tags above); else the prefix of
+            every tag, figures included: ``"validation"`` gives
+            ``validation/gpu0/utilization_percent/mean`` and ``validation/seconds``.
+    """
+    if phase is not None:
+        return {
+            f"{phase}/{tag.removeprefix('epoch/')}": value
+            for tag, value in hardware_scalars(stats, statistics, figures).items()
+        }
     scalars: dict[str, float] = {}
     samples: dict[str, int] = {}
     for key, metric_stats in stats.items():
@@ -95,9 +119,14 @@ def hardware_scalars(
 
 
 def window_scalars(
-    stats: WindowStats, statistics: Sequence[str], figures: Mapping[str, float]
+    stats: WindowStats,
+    statistics: Sequence[str],
+    figures: Mapping[str, float],
+    *,
+    phase: str | None = None,
 ) -> dict[str, float]:
-    """The scalars of one window inside an epoch: the epoch's tags under ``window/``.
+    """The scalars of one window inside an epoch: the epoch's tags under ``window/``
+    (``<phase>/window/`` for a window of an ``evaluate`` or ``predict`` call).
 
     ``window/<source>/<metric>/<statistic>``, ``window/<source>/samples``, the window's energy
     and busy-but-idle gap, and ``window/<figure>`` (``window/seconds``,
@@ -105,22 +134,27 @@ def window_scalars(
     tags, whose x-axis is the epoch, and groups them in TensorBoard's Scalars tab, where their
     x-axis is the training step as for Keras's ``batch_*`` tags.
     """
+    prefix = WINDOW_PREFIX if phase is None else f"{phase}/{WINDOW_PREFIX}"
     scalars = {
-        f"{WINDOW_PREFIX}{tag}": value
-        for tag, value in hardware_scalars(stats, statistics, {}).items()
+        f"{prefix}{tag}": value for tag, value in hardware_scalars(stats, statistics, {}).items()
     }
-    scalars.update({f"{WINDOW_PREFIX}{name}": value for name, value in figures.items()})
+    scalars.update({f"{prefix}{name}": value for name, value in figures.items()})
     return scalars
 
 
-def logs_entries(stats: WindowStats, figures: Mapping[str, float]) -> dict[str, float]:
+def logs_entries(
+    stats: WindowStats, figures: Mapping[str, float], *, prefix: str = ""
+) -> dict[str, float]:
     """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean, energy totals,
-    each GPU's ``busy_but_idle_percent`` (where SM activity was read) and the figures.
+    each GPU's ``busy_but_idle_percent`` (where SM activity was read) and the figures, each
+    key after ``prefix`` (``"val_"`` for the validation, as Keras names its own).
 
     Keys have no ``epoch`` prefix and no ``/``: ``keras.callbacks.TensorBoard`` writes a logs key
     ``k`` as the tag ``epoch_k``, so ``gpu0_utilization_percent`` and ``seconds`` become
     ``epoch_gpu0_utilization_percent`` and ``epoch_seconds`` there, and ``CSVLogger`` and
-    ``History`` see the same plain names.
+    ``History`` see the same plain names. Keras's TensorBoard writes a ``val_k`` key into its
+    ``validation`` run as ``epoch_k``, so there the validation's ``val_seconds`` is drawn as
+    ``epoch_seconds`` beside the training's, as ``val_loss`` is beside ``loss``.
     """
     entries = {f"{key.source}_{key.metric}": value.mean for key, value in stats.items()}
     for key, total in stats.totals.items():
@@ -129,7 +163,7 @@ def logs_entries(stats: WindowStats, figures: Mapping[str, float]) -> dict[str, 
         {f"{source}_{BUSY_BUT_IDLE}": gap for source, gap in _busy_but_idle(stats).items()}
     )
     entries.update(figures)
-    return entries
+    return {f"{prefix}{key}": value for key, value in entries.items()}
 
 
 def overstated_utilization_warning(stats: WindowStats, epoch: int) -> str | None:

@@ -1,4 +1,5 @@
-"""Finding the Keras ``fit`` that drives a callback, and noticing when it is gone.
+"""Finding the Keras ``fit`` (or ``evaluate``, ``predict``) that drives a callback, and noticing
+when it is gone.
 
 Keras 3 calls no callback hook when ``fit`` raises (an exception, Ctrl-C), so a monitor that
 waited for ``on_train_end`` would sample and hold its files open until the next ``fit``. The
@@ -52,22 +53,26 @@ class FitCall:
         return False
 
 
-def find_fit() -> FitCall | None:
+def find_fit(name: str = "fit") -> FitCall | None:
     """The innermost Keras ``fit`` on the calling thread's stack, or ``None`` (a hand-written
     loop, or hooks driven by other code).
+
+    Args:
+        name: The Keras model method to find: ``"fit"``, ``"evaluate"`` or ``"predict"``.
+            Defaults to ``"fit"``.
 
     Example:
         >>> find_fit() is None  # not called from inside model.fit
         True
     """
-    found = _fit_frame(sys._getframe(1))
+    found = _fit_frame(sys._getframe(1), name)
     if found is None:
         return None
     frame, callee = found
     return FitCall(threading.get_ident(), frame.f_code, id(frame), _weak_self(callee))
 
 
-def fit_locals(*names: str) -> dict[str, object]:
+def fit_locals(*names: str, method: str = "fit") -> dict[str, object]:
     """The named locals of the innermost Keras ``fit`` on the calling thread's stack.
 
     Keras 3 gives callbacks neither the data nor its adapter; ``fit`` holds them in locals
@@ -75,6 +80,8 @@ def fit_locals(*names: str) -> dict[str, object]:
 
     Args:
         *names: Names of ``fit``'s locals to read.
+        method: The Keras model method whose locals to read: ``"fit"``, ``"evaluate"`` or
+            ``"predict"`` (they hold the same names). Defaults to ``"fit"``.
 
     Returns:
         ``{name: value}`` for each name ``fit`` has bound; ``{}`` outside ``fit``.
@@ -83,7 +90,7 @@ def fit_locals(*names: str) -> dict[str, object]:
         >>> fit_locals("x")  # not called from inside model.fit
         {}
     """
-    found = _fit_frame(sys._getframe(1))
+    found = _fit_frame(sys._getframe(1), method)
     if found is None:
         return {}
     values = found[0].f_locals
@@ -91,11 +98,14 @@ def fit_locals(*names: str) -> dict[str, object]:
     return {name: values[name] for name in names if name in values}
 
 
-def _fit_frame(frame: FrameType | None) -> tuple[FrameType, FrameType | None] | None:
-    """The innermost Keras ``fit`` frame from ``frame`` up, with the frame it called."""
+def _fit_frame(
+    frame: FrameType | None, name: str = "fit"
+) -> tuple[FrameType, FrameType | None] | None:
+    """The innermost Keras ``fit`` (or ``name``) frame from ``frame`` up, with the frame it
+    called."""
     callee: FrameType | None = None
     while frame is not None:
-        if frame.f_code.co_name == "fit" and _is_keras(frame.f_globals.get("__name__", "")):
+        if frame.f_code.co_name == name and _is_keras(frame.f_globals.get("__name__", "")):
             return frame, callee
         callee, frame = frame, frame.f_back
     return None

@@ -6,12 +6,13 @@ statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, 
 windows in :mod:`tfthroughput.monitor.epoch_windows`, watching the ``fit`` in
 :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
 
-Its one batch hook, ``on_train_batch_end``, is ``async_safe``: on the backends where Keras
-dispatches callbacks asynchronously (JAX, PyTorch) it runs on Keras's callback thread and never
-makes the training loop wait for a step; with TensorFlow, Keras calls every batch-end hook in
-line and converts the step's logs to numbers anyway, so the hook adds only its own few
-instructions. With ``update_freq="epoch"`` (the default) it only notes the step, so that an epoch
-cut short is written at the step where it stopped.
+Its batch hooks, ``on_train_batch_end``, ``on_test_batch_end`` and ``on_predict_batch_end``,
+are ``async_safe``: on the backends where Keras dispatches callbacks asynchronously (JAX,
+PyTorch) they run on Keras's callback thread and never make the loop wait for a step; with
+TensorFlow, Keras calls every batch-end hook in line and converts the step's logs to numbers
+anyway, so the hooks add only their own few instructions. With ``update_freq="epoch"`` (the
+default) the training one only notes the step, so that an epoch cut short is written at the
+step where it stopped; the validation and inference ones count batches.
 
 The step a time-based window is written at also comes from that hook, not from the sampler
 thread: see :mod:`tfthroughput.monitor.live_run`.
@@ -20,7 +21,6 @@ thread: see :mod:`tfthroughput.monitor.live_run`.
 from __future__ import annotations
 
 import copy
-import functools
 import os
 import time
 import warnings
@@ -31,19 +31,20 @@ import keras
 from tfthroughput._validation import check_bool, check_folder_name, check_positive_int
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
-from tfthroughput.hardware.sampler import Sampler, validate_interval
+from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.window_stats import WindowStats
-from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.epoch_windows import Window
-from tfthroughput.monitor.event_writer import EventWriter, create_new_file
+from tfthroughput.monitor.event_writer import create_new_file
 from tfthroughput.monitor.events import (
+    VALIDATION_LOGS_PREFIX,
     logs_entries,
 )
 from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
-from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live_run import LiveRun
+from tfthroughput.monitor.run_start import RunSettings, start_run
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
     check_log_dir,
@@ -52,11 +53,16 @@ from tfthroughput.monitor.settings import (
     check_update_freq,
 )
 from tfthroughput.monitor.steps import optimizer_steps
-from tfthroughput.monitor.strategy import find_placement, global_batch_size
+from tfthroughput.monitor.strategy import (
+    call_batch_size,
+    find_placement,
+    global_batch_size,
+)
 
 
 class GPUMonitor(keras.callbacks.Callback):
-    """Samples GPU and host metrics during ``fit`` and writes their statistics to TensorBoard.
+    """Samples GPU and host metrics during ``fit``, ``evaluate`` and ``predict`` and writes their
+    statistics to TensorBoard, each phase on its own.
 
     Writes into ``<log_dir>/<run_name>``; give it the same ``log_dir`` as
     ``keras.callbacks.TensorBoard`` and the hardware charts sit beside the loss curves.
@@ -65,17 +71,22 @@ class GPUMonitor(keras.callbacks.Callback):
     as it ends, with ``step`` the optimizer steps completed (``model.optimizer.iterations``),
     the x-axis of Keras's batch-level charts, continuing across epochs and resumed runs.
 
-    Tags (units in the README):
-        ``<source>/<metric>/<statistic>``: e.g. ``gpu0/utilization_percent/mean``,
-        ``host/cpu_percent/p95``; ``<source>`` is ``gpu<i>`` (TensorFlow's ``/GPU:<i>``) or
-        ``host``. ``<source>/samples``: samples in the epoch. ``gpu<i>/energy_joules``: energy
-        used in the epoch. ``gpu<i>/busy_but_idle_percent`` (where GPM's SM activity is read):
-        mean GPU-Util minus mean SM activity, clamped at 0; when GPU-Util (above 20 %) is at
-        least twice SM activity, one ``MonitoringWarning`` per ``fit`` says that tiny kernels
-        make GPU-Util overstate the work. ``epoch/seconds``, ``epoch/steps_per_second`` and,
-        given ``batch_size``, ``epoch/examples_per_second`` and ``epoch/joules_per_example``.
-        Per window: the same under ``window/`` (``window/gpu0/utilization_percent/mean``,
-        ``window/host/samples``, ``window/seconds``, ``window/steps_per_second``, ...).
+    Phases: an epoch's training steps and its validation are measured apart. The training part
+    runs from the epoch's start to Keras's ``on_test_begin`` (the epoch's end without
+    validation); its figures and hardware statistics are the epoch's untagged ones, the
+    validation's are under ``validation/``, and ``epoch/wall_seconds`` is the whole epoch.
+    Passed to ``model.evaluate`` or ``model.predict`` (with or without a ``fit`` before), the
+    monitor measures each call on its own, in the run ``<run_name>/evaluate`` or
+    ``<run_name>/predict``, every tag under ``evaluate/`` or ``predict/``, at ``step`` = the
+    calls of that kind it measured before (windows: at the batches of such calls so far).
+
+    Tags (every one with its unit in docs/tags.md): ``<source>/<metric>/<statistic>``, e.g.
+    ``gpu0/utilization_percent/mean`` or ``host/cpu_percent/p95``, with sample counts, energy
+    and ``gpu<i>/busy_but_idle_percent`` (GPU-Util minus SM activity, where GPM is read; far
+    apart, one ``MonitoringWarning`` per ``fit`` says GPU-Util overstates the work);
+    ``epoch/seconds`` (training time), ``epoch/steps_per_second``,
+    ``epoch/examples_per_second``, ``epoch/joules_per_example``, ``epoch/wall_seconds``; the
+    same under ``validation/``, ``window/``, ``evaluate/`` and ``predict/``.
 
     It works under every Keras 3 backend (TensorFlow, JAX, PyTorch) and needs no TensorFlow:
     events go through TensorBoard's own writer, steps come from the optimizer's iteration
@@ -92,16 +103,18 @@ class GPUMonitor(keras.callbacks.Callback):
     ``<log_dir>/cluster`` (see :mod:`tfthroughput.monitor.cluster_summary`); every worker must
     run a GPUMonitor.
 
-    The monitor is a value until ``fit`` starts it: nothing live (thread, lock, writer) exists
-    before ``on_train_begin``, and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
+    The monitor is a value until ``fit`` (or ``evaluate``, ``predict``) starts it: nothing live
+    (thread, lock, writer) exists before ``on_train_begin`` (``on_test_begin``,
+    ``on_predict_begin``), and ``copy.deepcopy`` (as KerasTuner does for every trial) gives
     an unstarted monitor with the same settings. Outside ``fit`` (hooks driven by hand), use it
     as a context manager or call :meth:`close` when done.
 
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
         interval: Seconds between samples. Defaults to 1.0; at least 0.05.
-        update_freq: When to write windows inside an epoch, Keras's name for it: ``"epoch"``
-            (no windows), an int (every that many training steps; the window's end reads the
+        update_freq: When to write windows inside an epoch (or an ``evaluate`` or ``predict``
+            call), Keras's name for it: ``"epoch"`` (no windows), an int (every that many
+            training steps, or batches of the call; the window's end reads the
             sources once, so it has a value even when shorter than ``interval``), or a
             duration with its unit, ``"30s"``, ``"5min"``, ``"1h"`` (cut on the sampler thread
             after the first sample past the duration, once a step has been taken; at least
@@ -112,12 +125,16 @@ class GPUMonitor(keras.callbacks.Callback):
         batch_size: Examples per step across every replica (the global batch), for
             ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
             and ``tf.data`` pipelines with a constant batch size), with one
-            ``MonitoringWarning`` when it cannot be read.
+            ``MonitoringWarning`` when it cannot be read. The validation and inference
+            calls use the batch read from their own data, else this.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
-            ``steps_per_second``, ``examples_per_second``, for ``History``, ``CSVLogger`` and
-            ``keras.callbacks.TensorBoard`` (which logs them as ``epoch_<key>``). Only
-            callbacks listed after the monitor see them. Defaults to False.
+            ``steps_per_second``, ``examples_per_second``, ``wall_seconds``, and the
+            validation's under Keras's ``val_`` prefix (``val_seconds``,
+            ``val_gpu0_utilization_percent``), for ``History``, ``CSVLogger`` and
+            ``keras.callbacks.TensorBoard`` (which logs them as ``epoch_<key>``, the ``val_``
+            ones in its validation run). Only callbacks listed after the monitor see them.
+            Defaults to False.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run). Defaults to
             ``"hardware"``.
         sources: Zero-argument callable returning the sources to sample, called at each
@@ -130,7 +147,8 @@ class GPUMonitor(keras.callbacks.Callback):
 
     Example:
         >>> monitor = GPUMonitor(log_dir="logs/run1", update_freq="30s", batch_size=64)
-        >>> model.fit(dataset, epochs=3, callbacks=[monitor])  # doctest: +SKIP
+        >>> model.fit(dataset, epochs=3, validation_data=val, callbacks=[monitor])  # doctest: +SKIP
+        >>> model.predict(test_images, callbacks=[monitor])  # doctest: +SKIP
     """
 
     # Keras may run `on_train_batch_end` on its callback thread (see the module docstring).
@@ -167,6 +185,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._source_factory = sources
         self._clock = clock
         self._training: LiveRun | None = None
+        self._calls = InferenceCalls()  # evaluate and predict outside fit
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
         self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
@@ -186,7 +205,6 @@ class GPUMonitor(keras.callbacks.Callback):
         self._shutdown()  # a previous run driven by hand may still be open
         placement = find_placement(self.model)
         self._worker_folder = placement.worker_name
-        writer = EventWriter(self.run_dir, self.log_dir, create_file=self._create_event_file)
         fit_call = find_fit()
         if fit_call is None and not self._entered:
             warnings.warn(
@@ -196,36 +214,15 @@ class GPUMonitor(keras.callbacks.Callback):
                 MonitoringWarning,
                 stacklevel=2,
             )
-        factory = self._source_factory or (lambda: default_sources(self.hardware_metrics))
-        training = LiveRun(
-            writer,
-            update=self._update,
-            statistics=self.statistics,
+        training = start_run(
+            self._run_settings(),
+            self.run_dir,
+            fit_call,
             batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
-            clock=self._clock,
-            select=self._selected,
+            on_abandoned=self._abandon,
+            on_sample=self._window_tick,
+            placement=placement,
         )
-        try:
-            extra: list[Source] = []
-            if placement.multi_worker:  # the cluster exchange, and whether input runs Python
-                extra.append(InputActivitySource())
-                training.cluster = ClusterExchange(placement, self.log_dir)
-            training.sampler = Sampler(
-                [*factory(), *extra],
-                self.interval,
-                keep_running=None if fit_call is None else fit_call.is_running,
-                on_abandoned=functools.partial(self._abandon, training),
-                on_sample=(
-                    functools.partial(self._window_tick, training)
-                    if self._update.seconds is not None
-                    else None
-                ),
-            )
-        except BaseException:
-            writer.close()
-            if training.cluster is not None:
-                training.cluster.close()
-            raise
         training.written_through = self._written_through
         self._training = training
         training.sampler.start()
@@ -247,12 +244,59 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        stats, figures = training.end_epoch(epoch, self._steps_this_epoch())
+        parts = training.end_epoch(epoch, self._steps_this_epoch())
+        figures = parts.training_figures()
         if self.update_logs and logs is not None:
-            logs.update(logs_entries(stats, figures))
+            logs.update(logs_entries(parts.training.stats, figures))
+            if parts.validation is not None:
+                validation = parts.validation
+                logs.update(
+                    logs_entries(
+                        validation.stats, validation.figures(), prefix=VALIDATION_LOGS_PREFIX
+                    )
+                )
 
     def on_train_end(self, logs=None):
         self._shutdown()
+
+    # Validation inside fit, and evaluate and predict on their own ---------------------------
+    # An epoch's validation ends the epoch's training part (tfthroughput.monitor.epoch_parts);
+    # `evaluate` and `predict` outside `fit` are each measured as a call of their own, written
+    # into `<run_dir>/evaluate` or `<run_dir>/predict` (tfthroughput.monitor.inference_calls).
+
+    def on_test_begin(self, logs=None):
+        training = self._training
+        if training is not None and training.windows is not None:
+            # Reading the step count waits for the training steps dispatched so far, so the
+            # training part's time covers their execution.
+            step = optimizer_steps(self.model)
+            if training.begin_validation(step, call_batch_size("evaluate", self.batch_size)):
+                return
+        self._begin_call("evaluate")
+
+    def on_test_batch_end(self, batch, logs=None):
+        training = self._training
+        validation = None if training is None else training.validation
+        if validation is not None:
+            validation.batch_end(batch)
+        else:
+            self._calls.batch_end(batch)
+
+    def on_test_end(self, logs=None):
+        training = self._training
+        if training is not None and training.validation is not None:
+            training.end_validation()
+        else:
+            self._calls.end("evaluate", self.params)
+
+    def on_predict_begin(self, logs=None):
+        self._begin_call("predict")
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._calls.batch_end(batch)
+
+    def on_predict_end(self, logs=None):
+        self._calls.end("predict", self.params)
 
     # Windows, for readers such as DipTrigger ----------------------------------------------
 
@@ -308,6 +352,7 @@ class GPUMonitor(keras.callbacks.Callback):
         memo[id(self)] = clone
         unstarted = {
             "_training": None,
+            "_calls": InferenceCalls(),
             "_entered": False,
             "_model": None,
             "params": None,
@@ -333,18 +378,52 @@ class GPUMonitor(keras.callbacks.Callback):
             lambda key: key.metric in self.hardware_metrics or key.source == INPUT_ACTIVITY_SOURCE
         )
 
-    def _window_tick(self, training: LiveRun) -> None:
-        """On the sampler thread after each sample, with time-based windows."""
-        training.sampled()
+    def _run_settings(self) -> RunSettings:
+        return RunSettings(
+            log_dir=self.log_dir,
+            interval=self.interval,
+            update=self._update,
+            statistics=self.statistics,
+            clock=self._clock,
+            select=self._selected,
+            sources=self._source_factory or (lambda: default_sources(self.hardware_metrics)),
+            create_file=self._create_event_file,
+        )
 
-    def _abandon(self, training: LiveRun) -> None:
-        """On the sampler thread, once ``fit`` has been left without ``on_train_end``."""
-        training.finish()
-        self._written_through = training.written_through
-        if self._training is training:
+    def _begin_call(self, phase: str) -> None:
+        """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
+        call = find_fit(phase)
+        self._calls.begin(
+            phase,
+            lambda: start_run(
+                self._run_settings(),
+                os.path.join(self.run_dir, phase),
+                call,
+                batch_size=call_batch_size(phase, self.batch_size),
+                on_abandoned=self._abandon,
+                on_sample=self._window_tick,
+                phase=phase,
+            ),
+            self.params.get("steps") if self.params else None,
+        )
+
+    def _window_tick(self, run: LiveRun) -> None:
+        """On the sampler thread after each sample, with time-based windows."""
+        run.sampled()
+
+    def _abandon(self, run: LiveRun) -> None:
+        """On the sampler thread, once ``fit`` (or the ``evaluate`` or ``predict`` call) has
+        been left without its end hook."""
+        if run.phase is not None:
+            self._calls.abandoned(run)
+            return
+        run.finish()
+        self._written_through = run.written_through
+        if self._training is run:
             self._training = None  # release the sampler and its sources with it
 
     def _shutdown(self) -> None:
+        self._calls.close()
         training, self._training = self._training, None
         if training is not None:
             training.sampler.stop()  # joins the thread, so an abandon in progress ends first

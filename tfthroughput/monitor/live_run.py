@@ -1,6 +1,9 @@
 """One monitored ``fit`` while it runs: its sampler, its writer and the epoch's windows.
 
-:class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends. It
+:class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends
+(and by ``on_test_begin`` or ``on_predict_begin`` outside ``fit``, for one ``evaluate`` or
+``predict`` call, which it measures as one epoch of batches with the call's name as ``phase``).
+An epoch's validation is measured apart from its training steps (:mod:`.epoch_parts`). It
 is reached from several threads: the training thread (epoch hooks), Keras's callback thread
 (the batch hook, on backends that dispatch callbacks asynchronously), and the sampler thread
 (windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
@@ -32,16 +35,18 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.epoch_parts import EpochParts, OpenValidation, PhasePart
 from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
 from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.events import (
+    VALIDATION,
     energy_joules,
     epoch_figures,
     hardware_scalars,
@@ -63,6 +68,8 @@ class LiveRun:
         batch_size: Examples per step, or None.
         clock: Monotonic seconds.
         select: Keeps the statistics of the metrics the monitor was asked for.
+        phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call, whose
+            tags it prefixes (``evaluate/seconds``, ``evaluate/window/...``).
     """
 
     def __init__(
@@ -74,8 +81,10 @@ class LiveRun:
         batch_size: int | None,
         clock: Callable[[], float],
         select: Callable[[WindowStats], WindowStats],
+        phase: str | None = None,
     ) -> None:
         self.writer = writer
+        self.phase = phase
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
         self._statistics = statistics
@@ -97,6 +106,10 @@ class LiveRun:
         # resumed fit rolled back (see the module docstring): not written again.
         self.written_through: int | None = None
         self._first_epoch = True
+        # The epoch's training part once its validation has begun, with the epoch's start.
+        self._training_part: tuple[int, WindowStats, float, float] | None = None
+        self.validation: OpenValidation | None = None
+        self._layout_validation = False  # whether the written layout shows validation
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
         """Start an epoch.
@@ -140,38 +153,110 @@ class LiveRun:
             if self._clock() - windows.window_start >= seconds:
                 self._cut(self.last_step, sample_now=False)
 
-    def end_epoch(self, epoch: int, steps: int | None) -> tuple[WindowStats, dict[str, float]]:
-        """End the epoch in progress, all of it: cut its last window, write its statistics and
-        figures, warn (once per fit) where GPU-Util overstates the work, and hand the epoch to
-        the cluster exchange; ``steps`` is how many it took, if known.
+    def begin_validation(self, step: int | None, batch_size: int | None) -> bool:
+        """End the training part of the epoch in progress, and begin its validation.
+
+        Args:
+            step: The optimizer's step count now, if it could be read.
+            batch_size: Examples per validation batch, if known.
 
         Returns:
-            The statistics of all its samples, and its figures (seconds, steps/s, examples/s,
-            energy; only those known: no seconds if it was never begun, as with hooks driven by
-            hand without ``on_epoch_begin``).
+            Whether an epoch was in progress (else nothing changed: an ``evaluate`` outside
+            an epoch is not this run's validation).
         """
         with self._lock:
-            windows, self.windows = self.windows, None
+            windows, self.windows = self.windows, None  # no window is cut while validating
+            if windows is None:
+                return False
             stats = self._select(self.sampler.collect(sample_now=True))
             now = self._clock()
+            self.last_step = max(self.last_step, windows.first_step if step is None else step)
+            self._publish(windows.cut(stats, now, self.last_step))
+            self._training_part = (
+                windows.epoch,
+                windows.epoch_stats(),
+                now - windows.start,
+                windows.start,
+            )
+            self.validation = OpenValidation(now, batch_size)
+        return True
+
+    def end_validation(self) -> None:
+        """End the validation in progress, if any."""
+        with self._lock:
+            validation = self.validation
+            if validation is None or validation.ended is not None:
+                return
+            stats = self._select(self.sampler.collect(sample_now=True))
+            validation.end(stats, self._clock())
+
+    def end_epoch(self, epoch: int, steps: int | None) -> EpochParts:
+        """End the epoch in progress, all of it: cut its last window, write its phases'
+        statistics and figures, warn (once per fit) where GPU-Util overstates the work, and
+        hand the epoch to the cluster exchange; ``steps`` is how many optimizer steps it took
+        (batches, for a call of ``evaluate`` or ``predict``), if known.
+
+        Returns:
+            The epoch phase by phase: the training part's seconds and statistics run to the
+            validation's start, when it validated. A part never begun (hooks driven by hand
+            without ``on_epoch_begin``) has no seconds.
+        """
+        parts = self._end_parts(epoch, steps)
+        self.write_epoch(epoch, parts)
+        if self.phase is None:
+            self._warn_if_utilization_overstates(parts.training.stats, epoch)
+            if self.cluster is not None:  # every worker, every epoch: the others wait for it
+                seconds = parts.training.figures().get("seconds")
+                self.cluster.epoch_end(epoch, parts.training.stats, seconds)
+        return parts
+
+    def _end_parts(self, epoch: int, steps: int | None) -> EpochParts:
+        self.end_validation()  # in case Keras's on_test_end did not come
+        with self._lock:
+            windows, self.windows = self.windows, None
+            part, self._training_part = self._training_part, None
+            validation, self.validation = self.validation, None
+            collected = self.sampler.collect(sample_now=part is None)
+            now = self._clock()
+            if part is not None:  # validated: after validation, no phase but the epoch's own
+                _, stats, seconds, start = part
+                self._show_in_layout(stats, force=True, validation=True)
+                return EpochParts(
+                    PhasePart(stats, seconds, steps, self.batch_size),
+                    validation.ended if validation is not None else None,
+                    now - start,
+                )
             begun = windows is not None
             if windows is None:
                 windows = EpochWindows(epoch, now, self.last_step, self.window_count)
             step = max(self.last_step, windows.first_step + (steps or 0))
             self.last_step = step
-            self._publish(windows.cut(stats, now, step))
+            self._publish(windows.cut(self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
             self._show_in_layout(epoch_stats, force=True)
         seconds = now - windows.start if begun else None
-        figures = epoch_figures(seconds, steps, self.batch_size, joules=energy_joules(epoch_stats))
-        self.write_epoch(epoch, epoch_stats, figures)
-        self._warn_if_utilization_overstates(epoch_stats, epoch)
-        if self.cluster is not None:  # every worker, every epoch: the others wait for it
-            self.cluster.epoch_end(epoch, epoch_stats, figures.get("seconds"))
-        return epoch_stats, figures
+        return EpochParts(PhasePart(epoch_stats, seconds, steps, self.batch_size), None, seconds)
 
-    def write_epoch(self, epoch: int, stats: WindowStats, figures: Mapping[str, float]) -> None:
-        self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
+    def write_epoch(self, epoch: int, parts: EpochParts) -> None:
+        """Write an epoch's phases as one event at ``step=epoch``."""
+        if self.phase is not None:  # a call of evaluate or predict: one phase, prefixed
+            figures = parts.training.figures()
+            scalars = hardware_scalars(
+                parts.training.stats, self._statistics, figures, phase=self.phase
+            )
+        else:
+            figures = parts.training_figures()
+            scalars = hardware_scalars(parts.training.stats, self._statistics, figures)
+            if parts.validation is not None:
+                scalars.update(
+                    hardware_scalars(
+                        parts.validation.stats,
+                        self._statistics,
+                        parts.validation.figures(),
+                        phase=VALIDATION,
+                    )
+                )
+        self.writer.write(epoch, scalars)
 
     def finish(self) -> None:
         """Write the epoch cut short, if any, and close the writer; once per ``fit``."""
@@ -183,10 +268,17 @@ class LiveRun:
             if windows is not None:  # fit ended inside an epoch: keep what was sampled
                 stats = self._select(self.sampler.collect())
                 window = windows.cut(stats, self._clock(), self.last_step)
-                if self.last_step > windows.first_step:  # a window where it stopped
+                if self.phase is None and self.last_step > windows.first_step:
+                    # A fit cut short: a window where it stopped, not an epoch point that a
+                    # resumed fit would write again.
                     self._publish(window, always=True)
-                else:  # no step known in it (hooks driven by hand): the epoch, as far as it got
-                    self.write_epoch(windows.epoch, windows.epoch_stats(), {})
+                else:  # a call, or no step known (hooks driven by hand): as far as it got
+                    self._publish(window)
+                    self._write_cut_short(windows.epoch, windows.epoch_stats(), None)
+            elif self._training_part is not None:  # ended while validating
+                epoch, training_stats, _, _ = self._training_part
+                stats = self._select(self.sampler.collect())
+                self._write_cut_short(epoch, training_stats, stats)
         self.writer.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -204,6 +296,14 @@ class LiveRun:
         return tuple(window for window in self.recent if window.index >= index)
 
     # Internals -----------------------------------------------------------------------------
+
+    def _write_cut_short(
+        self, epoch: int, stats: WindowStats, validation: WindowStats | None
+    ) -> None:
+        """An epoch (or call) cut short: its statistics, without figures."""
+        part = PhasePart(stats, None, None, None)
+        validated = None if validation is None else PhasePart(validation, None, None, None)
+        self.write_epoch(epoch, EpochParts(part, validated, None))
 
     def _cut(self, step: int, *, sample_now: bool) -> None:
         """End the open window if it is due after ``step`` steps (still, under the lock)."""
@@ -249,17 +349,21 @@ class LiveRun:
         figures = epoch_figures(
             window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
-        scalars = window_scalars(window.stats, self._statistics, figures)
+        scalars = window_scalars(window.stats, self._statistics, figures, phase=self.phase)
         self.writer.write(window.step, scalars, what="the window at step")
         self._show_in_layout(window.stats)
 
-    def _show_in_layout(self, stats: WindowStats, force: bool = False) -> None:
-        """Write the Custom Scalars layout when the run shows a source or metric not in it."""
+    def _show_in_layout(
+        self, stats: WindowStats, force: bool = False, validation: bool = False
+    ) -> None:
+        """Write the Custom Scalars layout when the run shows a source or metric not in it,
+        or its first validation."""
         written = self._layout_keys
         keys = (written or frozenset()) | frozenset(stats) | frozenset(stats.totals)
         self._layout_totals |= frozenset(stats.totals)
-        if keys == written:
+        if keys == written and (self._layout_validation or not validation):
             return
+        self._layout_validation |= validation
         if written is None and not keys and not force:
             return  # a window without samples says nothing yet; an epoch's end writes anyway
         self._layout_keys = keys
@@ -269,5 +373,7 @@ class LiveRun:
             statistics=self._statistics,
             examples=self.batch_size is not None,
             windows=not self.update.per_epoch,
+            validation=self._layout_validation,
+            phase=self.phase,
         )
         self.writer.write_layout(layout)

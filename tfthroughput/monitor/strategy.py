@@ -138,10 +138,20 @@ def global_batch_size(given: int | None, *, in_fit: bool) -> int | None:
     return detected
 
 
-def fit_batch_size() -> int | None:
-    """The global batch size of the Keras ``fit`` on the calling thread's stack, if it can be
-    read: from Keras's data adapter, else from the ``tf.data`` pipeline passed as ``x``."""
-    found = fit_locals("epoch_iterator", "x")
+def call_batch_size(method: str, given: int | None) -> int | None:
+    """Examples per batch of the innermost Keras ``evaluate`` or ``predict`` on the calling
+    thread's stack (an epoch's validation runs one), read as :func:`fit_batch_size` reads
+    ``fit``'s; ``given`` (the monitor's ``batch_size``) where it cannot be read. No warning:
+    a validation or inference figure without examples still has its steps per second."""
+    detected = fit_batch_size(method)
+    return given if detected is None else detected
+
+
+def fit_batch_size(method: str = "fit") -> int | None:
+    """The global batch size of the Keras ``fit`` (or ``method``) on the calling thread's
+    stack, if it can be read: from Keras's data adapter, else from the ``tf.data`` pipeline
+    passed as ``x``."""
+    found = fit_locals("epoch_iterator", "x", method=method)
     adapter = getattr(found.get("epoch_iterator"), "data_adapter", None)
     try:
         size = _positive_int(getattr(adapter, "batch_size", None))

@@ -92,7 +92,16 @@ QUANTITIES: tuple[Quantity, ...] = (
         plotted=False,
         compared_by_ratio=True,
     ),
-    Quantity("epoch time", r"epoch/seconds", "s", "not logged", compared_by_ratio=True),
+    # Training steps only: GPUMonitor measures an epoch's validation apart (validation/...).
+    Quantity("training time", r"epoch/seconds", "s", "not logged", compared_by_ratio=True),
+    Quantity(
+        "epoch wall time",
+        r"epoch/wall_seconds",
+        "s",
+        "GPUMonitor logs it from the version that measures validation apart",
+        plotted=False,
+        compared_by_ratio=True,
+    ),
 )
 
 

@@ -1,0 +1,87 @@
+"""The phases of an epoch, measured apart: its training steps, then its validation, if any.
+
+Keras runs an epoch's validation inside the epoch (``on_test_begin`` to ``on_test_end``, both
+before ``on_epoch_end``), so figures over the whole epoch mix two workloads: a fit that
+validates on a large set reports the validation's pace as training's. The monitor therefore
+ends the training part of the epoch when validation begins, measures the validation on its
+own, and keeps the epoch's wall time, validation included, apart from both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.events import WALL_SECONDS, energy_joules, epoch_figures
+
+
+@dataclass(frozen=True)
+class PhasePart:
+    """What one phase measured.
+
+    Attributes:
+        stats: The statistics of the samples taken in it.
+        seconds: Its wall time, or None when it was never begun (hooks driven by hand).
+        steps: Steps taken in it (optimizer steps in training, batches in validation), if
+            known.
+        batch_size: Examples per step, if known.
+    """
+
+    stats: WindowStats
+    seconds: float | None
+    steps: int | None
+    batch_size: int | None
+
+    def figures(self) -> dict[str, float]:
+        """Its wall time, steps/s, examples/s and joules per example, as far as known."""
+        return epoch_figures(
+            self.seconds, self.steps, self.batch_size, joules=energy_joules(self.stats)
+        )
+
+
+@dataclass(frozen=True)
+class EpochParts:
+    """One epoch, phase by phase.
+
+    Attributes:
+        training: Its training steps: from the epoch's start to the validation's start (the
+            epoch's end without validation).
+        validation: Its validation, or None if the epoch did not validate.
+        wall_seconds: From the epoch's start to its end, validation included (None when it
+            was never begun).
+    """
+
+    training: PhasePart
+    validation: PhasePart | None
+    wall_seconds: float | None
+
+    def training_figures(self) -> dict[str, float]:
+        """The training figures, with the epoch's ``wall_seconds`` where known."""
+        figures = self.training.figures()
+        if self.wall_seconds is not None and self.wall_seconds > 0:
+            figures[WALL_SECONDS] = self.wall_seconds
+        return figures
+
+
+class OpenValidation:
+    """The validation in progress. Its batch count is set from Keras's batch hook, on Keras's
+    callback thread on backends that dispatch callbacks asynchronously (Keras waits for those
+    hooks before ``on_test_end``).
+
+    Args:
+        start: When it began, on the monitor's clock.
+        batch_size: Examples per validation batch, if known.
+    """
+
+    def __init__(self, start: float, batch_size: int | None) -> None:
+        self.start = start
+        self.batch_size = batch_size
+        self.batches = 0
+        self.ended: PhasePart | None = None
+
+    def batch_end(self, batch: int) -> None:
+        self.batches = max(self.batches, batch + 1)
+
+    def end(self, stats: WindowStats, now: float) -> PhasePart:
+        self.ended = PhasePart(stats, now - self.start, self.batches or None, self.batch_size)
+        return self.ended
