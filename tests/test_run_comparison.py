@@ -66,6 +66,7 @@ def test_table_medians_and_ratios_match_the_event_files(log_dir):
         "epoch/examples_per_second",
         "epoch/steps_per_second",
         "epoch/seconds",
+        "epoch/wall_seconds",
     ]
     assert by_tag["gpu0/utilization_percent/mean"].source == "gpu0"
     assert by_tag["epoch/seconds"].source == ""
