@@ -54,7 +54,10 @@ from tfthroughput.monitor.settings import (
 )
 from tfthroughput.monitor.steps import optimizer_steps
 from tfthroughput.monitor.strategy import find_placement, global_batch_size
+from tfthroughput.monitor.tensorboard_sink import TensorBoardSink
 from tfthroughput.monitor.windows import Window
+from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.sink import RunInfo, Sink, check_sinks
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -125,6 +128,9 @@ class GPUMonitor(keras.callbacks.Callback):
             ``on_train_begin``. Defaults to the host plus every visible GPU through NVML.
         clock: Monotonic seconds, for the wall time of epochs and windows. Defaults to
             ``time.monotonic``.
+        sinks: More places each window's and each epoch's figures go, besides the event
+            files: e.g. ``[tfthroughput.sinks.MLflowSink(), PrometheusSink(port=9400)]``, or
+            your own :class:`tfthroughput.sinks.Sink` (``docs/sinks.md``). Defaults to None.
 
     Raises:
         TypeError, ValueError: For invalid arguments, naming the argument and value.
@@ -150,6 +156,7 @@ class GPUMonitor(keras.callbacks.Callback):
         run_name: str = "hardware",
         sources: Callable[[], Iterable[Source]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sinks: Sequence[Sink] | None = None,
     ) -> None:
         super().__init__()
         self.log_dir = check_log_dir(log_dir)
@@ -165,6 +172,7 @@ class GPUMonitor(keras.callbacks.Callback):
         check_source_factory(sources)
         self._source_factory = sources
         self._clock = clock
+        self.sinks = check_sinks(sinks)
         self._training: LiveRun | None = None
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
@@ -194,15 +202,28 @@ class GPUMonitor(keras.callbacks.Callback):
                 stacklevel=2,
             )
         factory = self._source_factory or (lambda: default_sources(self.metrics))
+        sinks = SinkFanOut([TensorBoardSink(writer), *self.sinks])
+        batch_size = global_batch_size(self.batch_size, in_fit=fit_call is not None)
         training = LiveRun(
             writer,
+            sinks,
             update=self._update,
             statistics=self.statistics,
-            batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
+            batch_size=batch_size,
             clock=self._clock,
             select=self._selected,
         )
         try:
+            sinks.open(
+                RunInfo(
+                    self.run_dir,
+                    self.log_dir,
+                    task=placement.worker_name,
+                    is_chief=placement.is_chief,
+                    batch_size=batch_size,
+                    statistics=tuple(self.statistics),
+                )
+            )
             extra: list[Source] = []
             if placement.multi_worker:  # the cluster exchange, and whether input runs Python
                 extra.append(InputActivitySource())
@@ -219,7 +240,7 @@ class GPUMonitor(keras.callbacks.Callback):
                 ),
             )
         except BaseException:
-            writer.close()
+            sinks.close()  # the event writer with them
             if training.cluster is not None:
                 training.cluster.close()
             raise
@@ -246,7 +267,7 @@ class GPUMonitor(keras.callbacks.Callback):
         steps = self._steps_this_epoch()
         stats, seconds = training.end_epoch(epoch, steps)
         figures = epoch_figures(seconds, steps, training.batch_size, joules=energy_joules(stats))
-        training.write_epoch(epoch, stats, figures)
+        training.write_epoch(epoch, stats, figures, steps)
         self._warn_if_utilization_overstates(training, stats, epoch)
         if training.cluster is not None:  # every worker, every epoch: the others wait for it
             training.cluster.epoch_end(epoch, stats, figures.get("seconds"))

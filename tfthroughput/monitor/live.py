@@ -34,6 +34,8 @@ from tfthroughput.monitor.events import (
     window_scalars,
 )
 from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
+from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.sink import Measurement
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
@@ -43,7 +45,8 @@ class LiveRun:
     """Everything live during one ``fit``.
 
     Args:
-        writer: The run's event writer.
+        writer: The run's event writer (also the first of ``sinks``), for the layout.
+        sinks: Where each window's and each epoch's figures go, TensorBoard first.
         update: When windows end.
         statistics: The statistics to log.
         batch_size: Examples per step, or None.
@@ -54,6 +57,7 @@ class LiveRun:
     def __init__(
         self,
         writer: EventWriter,
+        sinks: SinkFanOut,
         *,
         update: UpdateFrequency,
         statistics: Sequence[str],
@@ -62,6 +66,7 @@ class LiveRun:
         select: Callable[[WindowStats], WindowStats],
     ) -> None:
         self.writer = writer
+        self.sinks = sinks
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
         self.watches_steps = not update.per_epoch  # whether the batch hook has work to do
@@ -144,8 +149,28 @@ class LiveRun:
             self._show_in_layout(epoch_stats, force=True)
         return epoch_stats, (now - windows.start if begun else None)
 
-    def write_epoch(self, epoch: int, stats: WindowStats, figures: Mapping[str, float]) -> None:
-        self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
+    def write_epoch(
+        self,
+        epoch: int,
+        stats: WindowStats,
+        figures: Mapping[str, float],
+        steps: int | None = None,
+    ) -> None:
+        """Hand the epoch's figures to every sink; ``steps``: optimizer steps it took."""
+        scalars = hardware_scalars(stats, self._statistics, figures)
+        self.sinks.write(
+            Measurement(
+                "epoch",
+                epoch,
+                self.last_step,
+                steps,
+                figures.get("seconds"),
+                self.batch_size,
+                scalars,
+                figures,
+                stats,
+            )
+        )
 
     def finish(self) -> None:
         """Write the epoch cut short, if any, and close the writer; once per ``fit``."""
@@ -158,7 +183,7 @@ class LiveRun:
                 stats = self._select(self.sampler.collect())
                 self._publish(windows.cut(stats, self._clock(), self.last_step))
                 self.write_epoch(windows.epoch, windows.epoch_stats(), {})
-        self.writer.close()
+        self.sinks.close()  # the event writer with them
         if self.cluster is not None:
             self.cluster.close()
 
@@ -194,7 +219,19 @@ class LiveRun:
             window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
         scalars = window_scalars(window.stats, self._statistics, figures)
-        self.writer.write(window.step, scalars, what="the window at step")
+        self.sinks.write(
+            Measurement(
+                "window",
+                window.epoch,
+                window.step,
+                window.steps,
+                window.seconds,
+                self.batch_size,
+                scalars,
+                figures,
+                window.stats,
+            )
+        )
         self._show_in_layout(window.stats)
 
     def _show_in_layout(self, stats: WindowStats, force: bool = False) -> None:
