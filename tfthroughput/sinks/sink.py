@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tfthroughput.hardware.window import WindowStats
+from tfthroughput.hardware.window_stats import WindowStats
 
 
 @dataclass(frozen=True)
