@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 from tfthroughput.hardware.window_stats import WindowStats
 
+# Where a measurement is made by hand (a sink's own test): no samples.
+_NO_STATS = WindowStats({}, start=0.0, end=0.0, buffer_samples={})
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -71,7 +74,7 @@ class Measurement:
     batch_size: int | None
     scalars: Mapping[str, float]
     figures: Mapping[str, float] = field(default_factory=dict)
-    stats: WindowStats = field(default_factory=WindowStats)
+    stats: WindowStats = field(default_factory=lambda: _NO_STATS)
 
     @property
     def examples(self) -> int | None:
