@@ -70,10 +70,11 @@ class MLflowSink(Sink):
 
     Args:
         run_id: The MLflow run to log into. Defaults to None (the active run).
-        start_run: Start a run (in the active experiment) when none is active, and end it
-            when the ``fit`` ends. Defaults to False: no active run is an error.
-        tracking_uri: The tracking server or store. Defaults to None (MLflow's own setting:
-            ``mlflow.set_tracking_uri`` or ``MLFLOW_TRACKING_URI``).
+        start_run: Start a run (``mlflow.start_run()``: MLflow's tracking URI and experiment)
+            when none is active, and end it when the ``fit`` ends. Defaults to False: no
+            active run is an error.
+        tracking_uri: The tracking server or store of ``run_id``. Defaults to None (MLflow's
+            own setting: ``mlflow.set_tracking_uri`` or ``MLFLOW_TRACKING_URI``).
         flush_interval: Seconds between two sends. Defaults to 1.0.
         close_timeout: Seconds the end of ``fit`` waits at most for unsent metrics. Defaults
             to 10.0.
@@ -108,6 +109,12 @@ class MLflowSink(Sink):
             raise install_hint("mlflow")
         self.run_id = run_id
         self.start_run = check_bool("start_run", start_run)
+        if start_run and tracking_uri is not None:
+            raise ValueError(
+                "`start_run=True` starts the run where MLflow's own setting points "
+                "(`mlflow.set_tracking_uri` or MLFLOW_TRACKING_URI), so it takes no "
+                f"`tracking_uri`. Received: start_run=True, tracking_uri={tracking_uri!r}"
+            )
         self.tracking_uri = tracking_uri
         self.flush_interval = _positive_seconds("flush_interval", flush_interval)
         self.close_timeout = _positive_seconds("close_timeout", close_timeout, allow_zero=True)
@@ -132,7 +139,6 @@ class MLflowSink(Sink):
         mlflow = require("mlflow")
         self._reset()
         self.dropped_metrics = 0
-        self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
         self._task = run.task
         active = mlflow.active_run()
         if self.run_id is not None:
@@ -140,8 +146,6 @@ class MLflowSink(Sink):
         elif active is not None:
             self._active_run_id = active.info.run_id
         elif self.start_run:
-            if self.tracking_uri is not None:
-                mlflow.set_tracking_uri(self.tracking_uri)
             self._active_run_id = mlflow.start_run().info.run_id
             self._started_run = True
         else:
@@ -150,6 +154,8 @@ class MLflowSink(Sink):
                 "pass `run_id=`, or `start_run=True` to have the sink start one. Received: "
                 "run_id=None, start_run=False"
             )
+        # Made once the run is known: a client for a local store would create it.
+        self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = threading.Thread(
