@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
+import socketserver
 import sys
 import threading
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tfthroughput.hardware.activity import (
     BUSY_BUT_IDLE,
@@ -38,6 +41,9 @@ from tfthroughput.sinks._extras import install_hint, missing, require
 from tfthroughput.sinks.sink import Measurement, RunInfo, Sink
 
 PREFIX = "tfthroughput_"
+# How often the endpoint's thread checks whether to stop: the end of fit waits at most this long
+# (prometheus_client's own start_http_server polls every 0.5 s).
+STOP_POLL_SECONDS = 0.05
 # Figures (Measurement.figures keys) -> gauge names.
 FIGURE_GAUGES = {
     "examples_per_second": "examples_per_second",
@@ -117,15 +123,20 @@ class PrometheusSink(Sink):
         self._labels = {"run": name, "task": run.task or "local"}
         self._statistics = run.statistics
         try:
-            server, thread = prometheus_client.start_http_server(
-                self.requested_port, addr=self.address, registry=self._registry
-            )
+            server = _serve(prometheus_client.make_wsgi_app(self._registry), self)
         except OSError as error:
             raise ValueError(
                 f"PrometheusSink cannot listen on {self.address}:{self.requested_port} "
                 f"({error.strerror or error}). Received: port={self.requested_port}, "
                 f"address={self.address!r}"
             ) from error
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": STOP_POLL_SECONDS},
+            name="tfthroughput-prometheus",
+            daemon=True,
+        )
+        thread.start()
         self._server, self._server_thread = server, thread
         self.port = server.server_address[1]
         print(f"tfthroughput: Prometheus metrics at {self.url}", file=sys.stderr, flush=True)
@@ -221,6 +232,30 @@ class PrometheusSink(Sink):
         clone = PrometheusSink(self.requested_port, address=self.address, run=self.run)
         memo[id(self)] = clone
         return clone
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape in progress never holds up the end of fit
+
+
+class _IPv6ThreadingServer(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):
+        """No line on stderr for every scrape."""
+
+
+def _serve(app, sink: PrometheusSink) -> WSGIServer:
+    server_class = _IPv6ThreadingServer if ":" in sink.address else _ThreadingServer
+    return make_server(
+        sink.address,
+        sink.requested_port,
+        app,
+        server_class=server_class,
+        handler_class=_QuietHandler,
+    )
 
 
 def _where(source: str) -> tuple[str, dict[str, str]] | None:
