@@ -102,6 +102,17 @@ def test_a_diagnosis_is_attached_to_the_run_as_markdown(tracking):
     gc.collect()
 
 
+def test_a_run_started_by_the_sink_ends_with_the_fit(tracking, tmp_path):
+    sink = MLflowSink(start_run=True, flush_interval=0.2)
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(EpochDial()), sinks=[sink])
+    fit(tiny_model(), [monitor], epochs=2)
+    assert mlflow.active_run() is None
+    run = mlflow.last_active_run()
+    assert tracking.get_run(run.info.run_id).info.status == "FINISHED"
+    steps = [step for step, _ in _history(tracking, run.info.run_id, "epoch/seconds")]
+    assert steps == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+
+
 def test_no_active_run_fails_before_the_first_step(tmp_path, monkeypatch):
     monkeypatch.setattr(mlflow, "active_run", lambda: None)  # whatever the session left
     monitor = GPUMonitor(

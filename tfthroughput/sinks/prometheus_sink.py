@@ -41,9 +41,9 @@ from tfthroughput.sinks._extras import install_hint, missing, require
 from tfthroughput.sinks.sink import Measurement, RunInfo, Sink
 
 PREFIX = "tfthroughput_"
-# How often the endpoint's thread checks whether to stop: the end of fit waits at most this long
-# (prometheus_client's own start_http_server polls every 0.5 s).
-STOP_POLL_SECONDS = 0.05
+# The endpoint's thread blocks until a request comes, with no polling (prometheus_client's own
+# start_http_server wakes every 0.5 s, and the end of fit would wait for it): to stop it, the
+# sink sets a flag and makes one connection of its own, which wakes it.
 # Figures (Measurement.figures keys) -> gauge names.
 FIGURE_GAUGES = {
     "examples_per_second": "examples_per_second",
@@ -130,14 +130,12 @@ class PrometheusSink(Sink):
                 f"({error.strerror or error}). Received: port={self.requested_port}, "
                 f"address={self.address!r}"
             ) from error
+        stop = threading.Event()
         thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": STOP_POLL_SECONDS},
-            name="tfthroughput-prometheus",
-            daemon=True,
+            target=_serve_until, args=(server, stop), name="tfthroughput-prometheus", daemon=True
         )
         thread.start()
-        self._server, self._server_thread = server, thread
+        self._server, self._server_thread, self._stop = server, thread, stop
         self.port = server.server_address[1]
         print(f"tfthroughput: Prometheus metrics at {self.url}", file=sys.stderr, flush=True)
 
@@ -157,9 +155,10 @@ class PrometheusSink(Sink):
         self._registry = None
         self.port = None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            self._stop.set()
+            _wake(server)
             thread.join(5.0)
+            server.server_close()
 
     # Internals -----------------------------------------------------------------------------
 
@@ -256,6 +255,23 @@ def _serve(app, sink: PrometheusSink) -> WSGIServer:
         server_class=server_class,
         handler_class=_QuietHandler,
     )
+
+
+def _serve_until(server: WSGIServer, stop: threading.Event) -> None:
+    """Answer scrapes until ``stop`` is set (each wait blocks: no timeout, no polling)."""
+    while not stop.is_set():
+        server.handle_request()
+
+
+def _wake(server: WSGIServer) -> None:
+    """One connection to the endpoint, so its thread's wait returns and sees the stop flag."""
+    host, port = server.server_address[:2]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1" if host == "0.0.0.0" else "::1"
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+    except OSError:
+        pass  # the thread ends at the next scrape; close() waits for it at most 5 s
 
 
 def _where(source: str) -> tuple[str, dict[str, str]] | None:
