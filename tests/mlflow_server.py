@@ -5,10 +5,15 @@ Alembic, waitress; see setup.cfg's ``test`` extra) runs the Flask tracking app u
 on ``127.0.0.1`` and a free port. ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false`` leaves out the
 server's background job runner (GenAI evaluation jobs), which the tracking API does not use.
 The server runs in its own process group, killed whole when the test session is done.
+
+Starting it takes seconds of imports and table creation, so a test module launches it when it
+is imported (at collection) and waits for it only in its first test: the start overlaps the
+tests that run before.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -22,7 +27,8 @@ START_TIMEOUT = 120.0  # seconds; the first start creates the SQLite tables (Ale
 
 
 class MLflowServer:
-    """``mlflow server`` on ``127.0.0.1``; :meth:`stop` ends it (idempotent).
+    """``mlflow server`` on ``127.0.0.1``, launched at once; :meth:`wait_until_up` waits for it,
+    :meth:`stop` ends it (idempotent, and at exit at the latest).
 
     Args:
         folder: Holds the SQLite store, the artifacts and the server's log.
@@ -59,19 +65,23 @@ class MLflowServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.start_seconds = self._wait_until_up()
+        self.launched = time.monotonic()
+        self.start_seconds: float | None = None  # launch to first healthy answer
+        atexit.register(self.stop)
 
-    def _wait_until_up(self) -> float:
-        start = time.monotonic()
-        while time.monotonic() - start < START_TIMEOUT:
+    def wait_until_up(self) -> MLflowServer:
+        """Wait for the health endpoint; raise with the server's log if it does not come up."""
+        while self.start_seconds is None and time.monotonic() - self.launched < START_TIMEOUT:
             if self.process.poll() is not None:
                 break
             try:
                 with urllib.request.urlopen(f"{self.uri}/health", timeout=1) as response:
                     if response.status == 200:
-                        return time.monotonic() - start
+                        self.start_seconds = time.monotonic() - self.launched
             except OSError:
                 time.sleep(0.2)
+        if self.start_seconds is not None:
+            return self
         self.stop()
         raise RuntimeError(f"mlflow server did not start:\n{self.log.read_text()[-3000:]}")
 
@@ -81,10 +91,7 @@ class MLflowServer:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
+            try:  # at once: a stop mid-fit is what one test is about
                 os.killpg(self.process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass

@@ -8,8 +8,11 @@ One server for the module (:mod:`mlflow_server`); the test that stops it runs la
 from __future__ import annotations
 
 import gc
+import shutil
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import keras
 import mlflow
@@ -23,12 +26,15 @@ from monitored_runs import DIAGNOSIS
 from tfthroughput import GPUMonitor, MonitoringWarning
 from tfthroughput.sinks import MLflowSink, log_report, mlflow_metric_name
 
+# Launched at collection, so that it starts while the tests before this module run.
+_SERVER = MLflowServer(Path(tempfile.mkdtemp(prefix="mlflow-server-")))
+
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    running = MLflowServer(tmp_path_factory.mktemp("mlflow"))
-    yield running
-    running.stop()
+def server():
+    yield _SERVER.wait_until_up()
+    _SERVER.stop()
+    shutil.rmtree(_SERVER.folder, ignore_errors=True)
 
 
 @pytest.fixture
