@@ -23,17 +23,31 @@ per epoch only (`update_freq="epoch"`, the default) and with windows inside epoc
 
 Targets: <= 1.005 at 1 s and <= 1.02 at 0.1 s, with and without windows.
 
+With ``--sink mlflow`` the monitor also hands its figures to an ``MLflowSink`` logging into a
+real ``mlflow server`` (SQLite store) started on loopback for the run (or ``--mlflow-uri``);
+the CPU time of the sink's sending thread (its ``log_batch`` calls) is added to the direct
+cost, like the sampler's work; their wall time, mostly spent waiting for the server with the
+GIL released, is printed beside it. The hooks' time includes opening the sink and, at the end
+of ``fit``, waiting for its last send. With ``--sink prometheus`` a ``PrometheusSink`` serves
+the figures on loopback and a ``curl`` loop scrapes it every second (Prometheus's default is
+every 15 s).
+
     python benchmarks/monitor_overhead.py [--repeats 9] [--epochs 3] [--examples 48000]
-        [--window 10s]
+        [--window 10s] [--sink {none,mlflow,prometheus}] [--mlflow-uri URI]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -89,6 +103,98 @@ class TimedMonitor(GPUMonitor):
 
     def on_predict_end(self, logs=None):
         self._timed("on_predict_end", logs)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def background(command: list[str], env: dict | None = None):
+    """A helper process (server, scraper) in its own process group, ended on exit."""
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait()
+
+
+@contextlib.contextmanager
+def mlflow_tracking(uri: str | None, folder: str):
+    """An active MLflow run on ``uri``, or on a loopback ``mlflow server`` started for it."""
+    import mlflow
+
+    with contextlib.ExitStack() as stack:
+        if uri is None:
+            port = free_port()
+            uri = f"http://127.0.0.1:{port}"
+            stack.enter_context(
+                background(
+                    [
+                        *(sys.executable, "-m", "mlflow", "server"),
+                        *("--backend-store-uri", f"sqlite:///{folder}/mlflow.db"),
+                        *("--artifacts-destination", f"{folder}/artifacts"),
+                        *("--host", "127.0.0.1", "--port", str(port)),
+                        *("--waitress-opts", "--threads=4"),
+                    ],
+                    env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+                )
+            )
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    urllib.request.urlopen(f"{uri}/health", timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("mlflow server did not start") from None
+                    time.sleep(0.5)
+        mlflow.set_tracking_uri(uri)
+        stack.enter_context(mlflow.start_run(run_name="monitor_overhead"))
+        print(f"MLflowSink logs to {uri}")
+        yield
+
+
+def make_sink_factory(sink: str):
+    """A factory of fresh sinks for each monitored fit, and what their threads spent."""
+    if sink == "none":
+        return (lambda: []), (lambda: 0.0)
+    if sink == "prometheus":
+        from tfthroughput.sinks import PrometheusSink
+
+        port = free_port()
+        return (lambda: [PrometheusSink(port=port)]), (lambda: 0.0)
+    from tfthroughput.sinks import MLflowSink
+
+    class TimedMLflowSink(MLflowSink):
+        # On the sink's own thread, its log_batch calls: the CPU time they take from the
+        # training process, and their wall time (mostly waiting on the server, GIL released).
+        send_cpu_seconds = 0.0
+        send_wall_seconds = 0.0
+
+        def _send_queued(self):
+            start, cpu_start = time.perf_counter(), time.thread_time()
+            super()._send_queued()
+            TimedMLflowSink.send_cpu_seconds += time.thread_time() - cpu_start
+            TimedMLflowSink.send_wall_seconds += time.perf_counter() - start
+
+    def spent() -> float:
+        """The sending thread's CPU seconds since the last call (its wall time printed)."""
+        cpu, TimedMLflowSink.send_cpu_seconds = TimedMLflowSink.send_cpu_seconds, 0.0
+        wall, TimedMLflowSink.send_wall_seconds = TimedMLflowSink.send_wall_seconds, 0.0
+        print(f"  MLflowSink thread: {cpu:.3f} s CPU, {wall:.3f} s wall in log_batch")
+        return cpu
+
+    return (lambda: [TimedMLflowSink()]), spent
 
 
 def build(examples: int):
@@ -192,8 +298,17 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--examples", type=int, default=48_000)
     parser.add_argument("--window", default="10s", help="update_freq of the windowed mode")
+    parser.add_argument("--sink", choices=("none", "mlflow", "prometheus"), default="none")
+    parser.add_argument("--mlflow-uri", default=None, help="tracking server for --sink mlflow")
     args = parser.parse_args()
     warnings.simplefilter("ignore", MonitoringWarning)  # "no GPU here" is expected on CPU boxes
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
+        if args.sink == "mlflow":
+            stack.enter_context(mlflow_tracking(args.mlflow_uri, folder))
+        run(args, *make_sink_factory(args.sink), stack)
+
+
+def run(args, new_sinks, sink_thread_seconds, stack) -> None:
 
     sample_seconds = seconds_per_sample()
     sources = ", ".join(source.name for source in default_sources())
@@ -225,7 +340,12 @@ def main() -> None:
             ratios, cpu_ratios, bare_times, direct, windows = [], [], [], [], []
             for repeat in range(args.repeats):
                 log_dir = os.path.join(log_root, f"{update_freq}-i{interval}-{repeat}")
-                monitor = TimedMonitor(log_dir, interval, update_freq=update_freq)
+                sinks = new_sinks()
+                monitor = TimedMonitor(log_dir, interval, update_freq=update_freq, sinks=sinks)
+                if args.sink == "prometheus" and repeat == 0 and update_freq == "epoch":
+                    url = f"http://127.0.0.1:{sinks[0].requested_port}/metrics"
+                    scrape = f"while true; do curl -s -o /dev/null {url}; sleep 1; done"
+                    stack.enter_context(background(["sh", "-c", scrape]))
                 order = ("bare", "monitored") if repeat % 2 == 0 else ("monitored", "bare")
                 times = {}
                 for variant in order:
@@ -242,12 +362,14 @@ def main() -> None:
                     + (monitored / interval) * sample_seconds
                     + steps * train_hook
                     + validation_batches * test_hook
+                    + sink_thread_seconds()
                 )
                 direct.append(1 + cost / bare)
                 windows.append(monitor.windows if update_freq != "epoch" else 0)
             ratio, direct_ratio = statistics.median(ratios), statistics.median(direct)
             cpu_ratio = statistics.median(cpu_ratios)
             mode = "per epoch" if update_freq == "epoch" else f"windows {update_freq}"
+            mode += "" if args.sink == "none" else f", {args.sink} sink"
             print(
                 f"{mode}, interval={interval:>4} s: bare fit "
                 f"{statistics.median(bare_times):.2f} s; "
@@ -300,6 +422,7 @@ def main() -> None:
             for mode, interval, ratio, cpu_ratio, direct_ratio in summary
         )
         + " (targets <= 1.005 at 1 s, <= 1.02 at 0.1 s)"
+        + f"; load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}"
     )
 
 

@@ -15,6 +15,7 @@ import os
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from events import read_scalars
@@ -43,7 +44,10 @@ import tensorflow as tf
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 import keras
+import urllib.request
+from prometheus_client.parser import text_string_to_metric_families
 from tfthroughput import GPUMonitor, MonitoringWarning
+from tfthroughput.sinks import PrometheusSink
 
 SLEEP = float(os.environ["INPUT_SLEEP"])
 
@@ -66,6 +70,22 @@ class Regressor(keras.Model):
         return {"loss": tf.reshape(loss, [1])}
 
 
+class Scrape(keras.callbacks.Callback):
+    # Reads this worker's Prometheus endpoint at each epoch's end, after the monitor's write.
+    samples = []
+
+    def __init__(self, sink):
+        super().__init__()
+        self.sink = sink
+
+    def on_epoch_end(self, epoch, logs=None):
+        with urllib.request.urlopen(self.sink.url, timeout=10) as response:
+            page = response.read().decode()
+        Scrape.samples = [[s.name, s.labels, s.value]
+                          for family in text_string_to_metric_families(page)
+                          for s in family.samples]
+
+
 def slow(row):
     row = tf.py_function(lambda r: (time.sleep(SLEEP), r)[1], [row], tf.float32)
     row.set_shape([5])
@@ -81,11 +101,14 @@ with strategy.scope():
     model = Regressor()
     model(tf.zeros([1, 5]))
     model.compile(optimizer="sgd")
+sink = PrometheusSink(port=0)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     model.fit(data, epochs=EPOCHS, verbose=0,
-              callbacks=[GPUMonitor(os.environ["LOG_DIR"], interval=0.05)])
+              callbacks=[GPUMonitor(os.environ["LOG_DIR"], interval=0.05, sinks=[sink]),
+                         Scrape(sink)])
 print("RESULT " + json.dumps({
+    "prometheus": Scrape.samples,
     "warned": [str(w.message) for w in caught if issubclass(w.category, MonitoringWarning)],
     "weights": [float(v) for v in model.weights[0].numpy().ravel()[:4]],
 }), flush=True)
@@ -127,9 +150,16 @@ def _run_cluster(tmp_path: Path, fake_nvml_dir: Path) -> list[dict]:
     return results
 
 
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory, fake_nvml_dir) -> tuple[list[dict], Path]:
+    """One two-worker run for the checks below (it takes most of this file's time)."""
+    folder = tmp_path_factory.mktemp("cluster")
+    return _run_cluster(folder, fake_nvml_dir), folder
+
+
 @pytest.mark.slow
-def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(tmp_path, fake_nvml_dir):
-    results = _run_cluster(tmp_path, fake_nvml_dir)
+def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(cluster_run):
+    results, tmp_path = cluster_run
     assert results[0]["weights"] == results[1]["weights"]  # they really trained in sync
     assert results[0]["warned"] == [] and results[1]["warned"] == [
         "GPU metrics are off: NVML is switched off by TFTHROUGHPUT_DISABLE_NVML. Host CPU/RAM "
@@ -183,6 +213,33 @@ def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(tmp_pa
         assert dict(cluster["straggler/lead_percent"])[epoch] >= 10.0
     exchange = [seconds for _, seconds in cluster["cluster/exchange_seconds"]]
     assert len(exchange) == EPOCHS and all(0 < seconds < 5 for seconds in exchange)
+
+
+@pytest.mark.slow
+def test_each_workers_prometheus_endpoint_is_labelled_with_its_task(cluster_run):
+    results, folder = cluster_run
+    for index, result in enumerate(results):
+        series = {
+            (name, tuple(sorted(labels.items()))): value
+            for name, labels, value in result["prometheus"]
+        }
+        task = {"run": f"worker{index}", "task": f"worker_{index}"}
+        counted = tuple(sorted(task.items()))
+        assert series[("tfthroughput_steps_total", counted)] == EPOCHS * STEPS_PER_EPOCH
+        assert series[("tfthroughput_examples_total", counted)] == (
+            EPOCHS * STEPS_PER_EPOCH * GLOBAL_BATCH
+        )
+        # With update_freq="epoch" the last epoch is the latest window: its event-file value.
+        run = read_scalars(folder / f"worker{index}" / "hardware" / f"worker_{index}")
+        rate = series[("tfthroughput_examples_per_second", counted)]
+        assert float(np.float32(rate)) == run["epoch/examples_per_second"][-1][1]
+        gpu = [key for key in series if key[0] == "tfthroughput_gpu_utilization_percent"]
+        if index == 0:  # the chief's one fake GPU
+            mean = tuple(sorted({**task, "gpu": "0", "statistic": "mean"}.items()))
+            assert series[("tfthroughput_gpu_utilization_percent", mean)] == 40.0
+        else:  # NVML switched off: no GPU series
+            assert gpu == []
+        assert {dict(labels)["task"] for _, labels in series} == {f"worker_{index}"}
 
 
 def test_a_failed_exchange_is_warned_about_once_and_not_retried(tmp_path):

@@ -26,6 +26,7 @@ MONITOR_TEST_FILES = (
     "test_monitor.py",
     "test_monitor_lifecycle.py",
     "test_epoch_parts.py",
+    "test_prometheus_sink.py",
 )
 # Backends other than TensorFlow that can be tried here: jax is a test dependency; torch runs
 # too where it is installed.

@@ -12,7 +12,16 @@ import pytest
 
 import tfthroughput
 
-FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis")
+FACES = (
+    "hardware",
+    "monitor",
+    "sinks",
+    "profiling",
+    "report",
+    "data",
+    "precision",
+    "diagnosis",
+)
 
 # Public callable -> its parameter names, in order. A change here is an API change: update the
 # docs and the rules below with it.
@@ -121,6 +130,7 @@ PINNED = {
         "run_name",
         "sources",
         "clock",
+        "sinks",
     ),
     "HostSource": ("metrics", "process", "clock"),
     "jit_compile": ("fn", "fallback", "function_kwargs"),
@@ -129,7 +139,24 @@ PINNED = {
     "LocalDataService": ("workers", "port", "worker_port", "host", "processes", "timeout"),
     "loss_scale_optimizer": ("optimizer", "policy"),
     "measure_pipeline": ("dataset", "num_batches", "log_dir"),
+    "Measurement": (
+        "kind",
+        "epoch",
+        "step",
+        "steps",
+        "seconds",
+        "batch_size",
+        "scalars",
+        "figures",
+        "stats",
+    ),
     "Metric": ("name", "unit"),
+    "MLflowSink": ("run_id", "start_run", "tracking_uri", "flush_interval", "close_timeout"),
+    "mlflow_metric_name": ("kind", "tag", "task"),
+    "log_report": ("report", "run_id", "name"),
+    "PrometheusSink": ("port", "address", "run"),
+    "RunInfo": ("run_dir", "log_dir", "task", "is_chief", "batch_size", "statistics"),
+    "Sink": ("args", "kwargs"),
     "MetricStats": ("mean", "min", "max", "p95", "count", "samples"),
     "mixed_precision": ("policy", "devices"),
     "NVMLGPUSource": ("pynvml", "device", "metrics"),

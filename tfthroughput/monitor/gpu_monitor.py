@@ -58,6 +58,7 @@ from tfthroughput.monitor.strategy import (
     find_placement,
     global_batch_size,
 )
+from tfthroughput.sinks.sink import Sink, check_sinks
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -141,6 +142,9 @@ class GPUMonitor(keras.callbacks.Callback):
             ``on_train_begin``. Defaults to the host plus every visible GPU through NVML.
         clock: Monotonic seconds, for the wall time of epochs and windows. Defaults to
             ``time.monotonic``.
+        sinks: More places each window's and each epoch's figures go, besides the event
+            files: e.g. ``[tfthroughput.sinks.MLflowSink(), PrometheusSink(port=9400)]``, or
+            your own :class:`tfthroughput.sinks.Sink` (``docs/sinks.md``). Defaults to None.
 
     Raises:
         TypeError, ValueError: For invalid arguments, naming the argument and value.
@@ -169,6 +173,7 @@ class GPUMonitor(keras.callbacks.Callback):
         run_name: str = "hardware",
         sources: Callable[[], Iterable[Source]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sinks: Sequence[Sink] | None = None,
     ) -> None:
         super().__init__()
         self.log_dir = check_log_dir(log_dir)
@@ -184,6 +189,7 @@ class GPUMonitor(keras.callbacks.Callback):
         check_source_factory(sources)
         self._source_factory = sources
         self._clock = clock
+        self.sinks = check_sinks(sinks)
         self._training: LiveRun | None = None
         self._calls = InferenceCalls()  # evaluate and predict outside fit
         self._iterations_at_epoch_start: int | None = None
@@ -222,6 +228,7 @@ class GPUMonitor(keras.callbacks.Callback):
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
+            sinks=self.sinks,
         )
         training.written_through = self._written_through
         self._training = training

@@ -53,6 +53,8 @@ from tfthroughput.monitor.events import (
     overstated_utilization_warning,
     window_scalars,
 )
+from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.sink import Measurement
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
@@ -62,7 +64,8 @@ class LiveRun:
     """Everything live during one ``fit``.
 
     Args:
-        writer: The run's event writer.
+        writer: The run's event writer (also the first of ``sinks``), for the layout.
+        sinks: Where each window's and each epoch's figures go, TensorBoard first.
         update: When windows end.
         statistics: The statistics to log.
         batch_size: Examples per step, or None.
@@ -75,6 +78,7 @@ class LiveRun:
     def __init__(
         self,
         writer: EventWriter,
+        sinks: SinkFanOut,
         *,
         update: UpdateFrequency,
         statistics: Sequence[str],
@@ -84,6 +88,7 @@ class LiveRun:
         phase: str | None = None,
     ) -> None:
         self.writer = writer
+        self.sinks = sinks
         self.phase = phase
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
@@ -256,7 +261,20 @@ class LiveRun:
                         phase=VALIDATION,
                     )
                 )
-        self.writer.write(epoch, scalars)
+        training = parts.training
+        self.sinks.write(
+            Measurement(
+                "epoch",
+                epoch,
+                self.last_step,
+                training.steps,
+                figures.get("seconds"),
+                self.batch_size,
+                scalars,
+                figures,
+                training.stats,
+            )
+        )
 
     def finish(self) -> None:
         """Write the epoch cut short, if any, and close the writer; once per ``fit``."""
@@ -279,7 +297,7 @@ class LiveRun:
                 epoch, training_stats, _, _ = self._training_part
                 stats = self._select(self.sampler.collect())
                 self._write_cut_short(epoch, training_stats, stats)
-        self.writer.close()
+        self.sinks.close()  # the event writer with them
         if self.cluster is not None:
             self.cluster.close()
 
@@ -350,7 +368,19 @@ class LiveRun:
             window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
         )
         scalars = window_scalars(window.stats, self._statistics, figures, phase=self.phase)
-        self.writer.write(window.step, scalars, what="the window at step")
+        self.sinks.write(
+            Measurement(
+                "window",
+                window.epoch,
+                window.step,
+                window.steps,
+                window.seconds,
+                self.batch_size,
+                scalars,
+                figures,
+                window.stats,
+            )
+        )
         self._show_in_layout(window.stats)
 
     def _show_in_layout(

@@ -7,7 +7,7 @@ under MultiWorkerMirroredStrategy), and each ``evaluate`` or ``predict`` call ou
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -21,6 +21,9 @@ from tfthroughput.monitor.fit_watch import FitCall
 from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.strategy import Placement
+from tfthroughput.monitor.tensorboard_sink import TensorBoardSink
+from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.sink import RunInfo, Sink
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def start_run(
     on_sample: Callable[[LiveRun], None],
     placement: Placement | None = None,
     phase: str | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> LiveRun:
     """A run writing into ``run_dir``, its sampler made but not started.
 
@@ -73,13 +77,17 @@ def start_run(
         placement: Under a ``tf.distribute`` strategy, where this process runs; a
             multi-worker run gets the cluster exchange.
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call.
+        sinks: The user's sinks, opened for this run after its TensorBoard writer (a ``fit``'s;
+            an ``evaluate`` or ``predict`` call outside ``fit`` writes to TensorBoard only).
 
     Raises:
         ValueError: If ``run_dir`` cannot be written.
     """
     writer = EventWriter(run_dir, settings.log_dir, create_file=settings.create_file)
+    fan_out = SinkFanOut([TensorBoardSink(writer), *sinks])
     run = LiveRun(
         writer,
+        fan_out,
         update=settings.update,
         statistics=settings.statistics,
         batch_size=batch_size,
@@ -88,6 +96,16 @@ def start_run(
         phase=phase,
     )
     try:
+        fan_out.open(
+            RunInfo(
+                run_dir,
+                settings.log_dir,
+                task=None if placement is None else placement.worker_name,
+                is_chief=True if placement is None else placement.is_chief,
+                batch_size=batch_size,
+                statistics=tuple(settings.statistics),
+            )
+        )
         extra: list[Source] = []
         if placement is not None and placement.multi_worker:
             # The cluster exchange, and whether input runs Python.
@@ -103,7 +121,7 @@ def start_run(
             ),
         )
     except BaseException:
-        writer.close()
+        fan_out.close()  # the event writer with them
         if run.cluster is not None:
             run.cluster.close()
         raise
