@@ -295,7 +295,9 @@ class Search:
         check = None
         if not probe:
             tolerance = EXACT_TOLERANCE if same_arithmetic else self._settings.loss_tolerance
-            check = LossCheck(self._base.warmup_loss, runner.warmup_loss, same_arithmetic, tolerance)
+            check = LossCheck(
+                self._base.warmup_loss, runner.warmup_loss, same_arithmetic, tolerance
+            )
         notes = list(runner.notes)
         if probe:
             status = PROBE
@@ -334,7 +336,8 @@ class Search:
         if batches is not None and setup.batch_size and self._data.batch_size:
             batches = -(-batches * self._data.batch_size // setup.batch_size)
         cached = self._plan.build_pipeline_kwargs["cache"]
-        return {"x": dataset, "shuffle": False}, (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
+        warm = (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
+        return {"x": dataset, "shuffle": False}, warm
 
     def _examples_per_step(self, batch_size: int | None) -> int:
         if batch_size is not None:

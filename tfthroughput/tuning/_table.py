@@ -47,7 +47,8 @@ def render(result: TuneResult) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
     for row in rows:
-        cells = [cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        pairs = enumerate(zip(row[:-1], widths, strict=True))
+        cells = [cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs]
         lines.append("  ".join(cells + [row[-1]]).rstrip())
     budget = " (stopped by the time budget)" if result.stopped_by_budget else ""
     lines.append("")

@@ -67,9 +67,7 @@ class TuneSetup:
         import keras
 
         if not isinstance(model, keras.Model) or not getattr(model, "compiled", False):
-            raise TypeError(
-                f"`model` must be a compiled keras.Model. Received: model={model!r}"
-            )
+            raise TypeError(f"`model` must be a compiled keras.Model. Received: model={model!r}")
         model.steps_per_execution = self.steps_per_execution
         model.jit_compile = self.jit_compile
         model.train_function = model.test_function = model.predict_function = None
