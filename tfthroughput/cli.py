@@ -111,6 +111,12 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--data-dir", default=None, help="where to write the JPEGs (default: <log-dir>/data)"
     )
+    demo.add_argument(
+        "--no-tune",
+        dest="tune",
+        action="store_false",
+        help="skip the last part, tfthroughput.tune on a small launch-bound model (about 10 s)",
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -126,6 +132,7 @@ def _demo(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         log_dir=log_dir,
         data_dir=data_dir,
+        tune=args.tune,
     )
     return 0
 

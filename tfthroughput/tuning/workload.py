@@ -73,3 +73,30 @@ def _import(module_name: str) -> Any:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     return importlib.import_module(module_name)
+
+
+def demo_workload() -> dict[str, Any]:
+    """A launch-bound workload, for the demo and as an example of the contract: the 32-64-1
+    MLP of issue 17 at batch 16 on 2,048 in-memory examples.
+
+    Example:
+        tfthroughput tune tfthroughput.tuning.workload:demo_workload --budget 30
+    """
+    import keras
+    import numpy as np
+
+    def build_model() -> keras.Model:
+        model = keras.Sequential(
+            [
+                keras.Input((32,)),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.Dense(1),
+            ]
+        )
+        model.compile(keras.optimizers.SGD(0.01), "mse")
+        return model
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2048, 32)).astype("float32")
+    y = (x @ rng.normal(size=(32, 1)) * 0.1).astype("float32")
+    return {"build_model": build_model, "data": (x, y), "batch_size": 16}
