@@ -6,7 +6,7 @@ Workloads (CPU, TensorFlow backend):
 - launch-bound: the issue's 32-64-1 MLP at batch 16 on a cached dataset (each step is mostly
   Keras's fixed per-step cost);
 - input-bound: a small model fed by a pipeline with a sequential Python step of 4 ms per batch;
-- compute-bound: a 1024-512-512-1 MLP at batch 1024 on in-memory arrays.
+- compute-bound: a 256-512-512-1 MLP at batch 512 on in-memory arrays (16 timed steps a run).
 
 For each: `tune(...)`, then the baseline and the chosen setup are rebuilt and timed side by
 side (alternated, `--repeats` rounds of `--steps` steps, medians), independently of the
@@ -68,13 +68,14 @@ def input_bound():
 
 
 def compute_bound():
-    return (lambda: mlp(1024, (512, 512))), arrays(8192, 1024), 1024
+    return (lambda: mlp(256, (512, 512))), arrays(8192, 256), 512
 
 
+# name -> (workload, timed steps per run in tune)
 WORKLOADS = {
-    "launch-bound": launch_bound,
-    "input-bound": input_bound,
-    "compute-bound": compute_bound,
+    "launch-bound": (launch_bound, 128),
+    "input-bound": (input_bound, 128),
+    "compute-bound": (compute_bound, 16),
 }
 
 
@@ -113,14 +114,15 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     ratios = {}
-    for name, make in WORKLOADS.items():
+    for name, (make, steps) in WORKLOADS.items():
         build, data, batch_size = make()
         start = time.perf_counter()
-        result = tune(build, data, batch_size=batch_size, time_budget=args.budget, steps=128)
+        result = tune(build, data, batch_size=batch_size, time_budget=args.budget, steps=steps)
         search = time.perf_counter() - start
         print(f"\n=== {name}: tune() took {search:.1f} s ({len(result.trials)} trials)")
         print(result)
-        comparison = side_by_side(build, data, batch_size, result, args.steps, args.repeats)
+        timed = args.steps if steps >= args.steps else steps
+        comparison = side_by_side(build, data, batch_size, result, timed, args.repeats)
         ratios[name] = comparison.ratio
         print(
             f"{name}: baseline {comparison.baseline_examples_per_second:,.0f} examples/s, "

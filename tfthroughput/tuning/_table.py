@@ -65,9 +65,12 @@ def render(result: TuneResult) -> str:
         lines += ["", result.snippet]
     else:
         tried = [t for t in result.trials if t.status not in (BASELINE, PROBE)]
-        lines.append(
-            "chosen: the baseline, as given: nothing beat it outside the noise"
-            + ("" if tried else " (nothing could be tried)")
-        )
+        if tried:
+            why = ""
+        elif result.stopped_by_budget:
+            why = " (the time budget ran out before any candidate: raise time_budget)"
+        else:
+            why = " (no knob applied: see the notes)"
+        lines.append("chosen: the baseline, as given: nothing beat it outside the noise" + why)
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
