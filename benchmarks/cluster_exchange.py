@@ -36,7 +36,7 @@ def _worker(rounds: int) -> None:
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    from tfthroughput.monitor.cluster import all_gather_rows
+    from tfthroughput.monitor.cluster_exchange import all_gather_rows
     from tfthroughput.monitor.strategy import find_placement
 
     placement = find_placement(_Model(strategy))  # this worker's rank, as GPUMonitor finds it

@@ -48,7 +48,7 @@ from _nvidia_smi import NvidiaSmiPoller  # noqa: E402
 
 from tfthroughput import GPUMonitor, MonitoringWarning  # noqa: E402
 from tfthroughput.hardware.discovery import discover_sources  # noqa: E402
-from tfthroughput.monitor.run_report import compare_runs  # noqa: E402
+from tfthroughput.report.run_comparison import compare_runs  # noqa: E402
 
 INTERVAL = 0.1
 # name -> (hidden width, hidden layers, input features, batch size, steps_per_execution, policy)

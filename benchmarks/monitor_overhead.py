@@ -38,8 +38,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tfthroughput import GPUMonitor, MonitoringWarning, Sampler, default_sources  # noqa: E402
-from tfthroughput.monitor.windows import parse_update_freq  # noqa: E402
+from tfthroughput import GPUMonitor, MonitoringWarning  # noqa: E402
+from tfthroughput.hardware import Sampler, default_sources
+from tfthroughput.monitor.epoch_windows import parse_update_freq  # noqa: E402
 
 BATCH_SIZE = 64
 

@@ -11,7 +11,8 @@ import numpy as np
 from events import read_scalars
 from fakes import FakeSource
 
-from tfthroughput import DiagnosisReport, GPUMonitor, MonitoringWarning, Recommendation
+from tfthroughput import GPUMonitor, MonitoringWarning
+from tfthroughput.diagnosis import DiagnosisReport, Recommendation
 
 EPOCHS = 3
 BATCH_SIZE = 8

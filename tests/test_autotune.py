@@ -44,7 +44,7 @@ def test_a_sequential_slow_map_holds_the_time_it_slept():
     assert slow.calls >= 30
     assert slow.busy_seconds >= slow.calls * SLEEP
     assert slow.share > 0.9
-    assert measurement.batches == 30
+    assert measurement.num_batches == 30
     # The consumer waited on the prefetch buffer, which the map could not fill faster.
     assert stages["Prefetch"].wait_seconds > 0
     assert stages["Prefetch"].tuned == (("buffer_limit", 2),)
@@ -111,12 +111,12 @@ def test_stages_tensorflow_added_and_text():
     ]  # fmt: skip
     assert "added by tf.data" in lines[-1]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        measurement.batches = 1  # type: ignore[misc]
+        measurement.num_batches = 1  # type: ignore[misc]
 
 
 def test_a_short_dataset_and_a_kept_trace(tmp_path):
-    measurement = measure_pipeline(tf.data.Dataset.range(5).batch(2), 50, logdir=str(tmp_path))
-    assert measurement.batches == 3
+    measurement = measure_pipeline(tf.data.Dataset.range(5).batch(2), 50, log_dir=str(tmp_path))
+    assert measurement.num_batches == 3
     assert glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))
 
 
@@ -151,7 +151,7 @@ def test_the_builders_consecutive_maps_run_and_are_measured_as_one_stage():
 def test_arguments_and_a_busy_profiler(tmp_path):
     with pytest.raises(TypeError, match=r"`dataset` must be a tf.data.Dataset. Received"):
         measure_pipeline([1, 2])
-    with pytest.raises(ValueError, match=r"`batches` must be a positive int. Received: batches=0"):
+    with pytest.raises(ValueError, match=r"`num_batches` must be a positive int. Received: num_ba"):
         measure_pipeline(tf.data.Dataset.range(3), 0)
     with pytest.raises(ValueError, match=r"`measure` must be a positive int or None"):
         describe_pipeline(build_pipeline(tf.data.Dataset.range(3), batch_size=1), measure=-1)

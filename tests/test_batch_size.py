@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput import BatchSizeSearch, BatchSizeTrial, find_batch_size
+from tfthroughput import find_batch_size
+from tfthroughput.diagnosis import BatchSizeSearch, BatchSizeTrial
 
 
 class FitsUpTo:
@@ -178,13 +179,13 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
         seen.append(batch_size)
         return _examples().batch(batch_size)
 
-    # One byte of RSS: nothing fits, so the error names the ceiling.
+    # One MiB of RSS: nothing fits, so the error names the ceiling.
     with pytest.raises(RuntimeError, match=r"min_batch_size=4 \(process RSS peaked at"):
-        find_batch_size(_build, make, min_batch_size=4, steps=1, memory_limit_bytes=1)
+        find_batch_size(_build, make, min_batch_size=4, steps=1, memory_limit_mib=1)
     assert seen == [4]
     # A generous ceiling changes nothing.
     result = find_batch_size(
-        _build, make, min_batch_size=4, max_batch_size=8, steps=1, memory_limit_bytes=2**40
+        _build, make, min_batch_size=4, max_batch_size=8, steps=1, memory_limit_mib=2**20
     )
     assert result.largest_fitting == 8
     # Each trial's own memory is reported, in the result and its table.
@@ -238,7 +239,7 @@ def test_memory_ceiling_finds_the_true_limit_of_a_linear_model():
         max_batch_size=1024,
         steps=1,
         max_trials=4,  # 96 192 384, then 288: bisection after a trial that did not fit
-        memory_limit_bytes=linear_memory.settled_rss() + budget,
+        memory_limit_mib=(linear_memory.settled_rss() + budget) // 2**20,
     )
 
     assert [t.batch_size for t in result.trials] == [96, 192, 384, 288], str(result)
@@ -280,14 +281,14 @@ def test_memory_ceiling_finds_the_true_limit_of_a_linear_model():
             "`min_batch_size` must not exceed",
         ),
         (
-            dict(memory_limit_bytes=0),
+            dict(memory_limit_mib=0),
             ValueError,
-            "`memory_limit_bytes` must be a positive int or None",
+            "`memory_limit_mib` must be a positive int or None",
         ),
         (
-            dict(memory_limit_bytes=1.5e9),
+            dict(memory_limit_mib=1.5e3),
             TypeError,
-            "`memory_limit_bytes` must be a positive int or None",
+            "`memory_limit_mib` must be a positive int or None",
         ),
         (dict(clock="now"), TypeError, "`clock` must be callable"),
     ],

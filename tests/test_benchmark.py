@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfthroughput import DatasetBenchmark, benchmark_dataset
+from tfthroughput import benchmark_dataset
+from tfthroughput.data import DatasetBenchmark
 
 
 class StepClock:

@@ -13,7 +13,7 @@ import tensorflow as tf
 from fakes import FakeSource
 
 import tfthroughput
-from tfthroughput import DeviceDescription, build_pipeline, diagnose, recommend_precision
+from tfthroughput import build_pipeline, diagnose, recommend_precision
 from tfthroughput.diagnosis.verdict import (
     COMPUTE_BOUND,
     INPUT_BOUND,
@@ -21,6 +21,7 @@ from tfthroughput.diagnosis.verdict import (
     DiagnosisThresholds,
 )
 from tfthroughput.hardware.utilization import gpu_utilization
+from tfthroughput.precision import DeviceDescription
 
 
 def _tiny_model(optimizer="adam") -> keras.Model:

@@ -297,7 +297,7 @@ def test_only_discovery_lists_gpus():
     """No other module of the package calls NVML's listing or device code directly."""
     package = Path(__file__).resolve().parents[1] / "tfthroughput"
     listing_names = {"visible_gpus", "nvml", "NVMLGPUSource", "driver_version"}
-    allowed = {"hardware/discovery.py", "hardware/devices.py", "hardware/gpu.py"}
+    allowed = {"hardware/discovery.py", "hardware/gpu_devices.py", "hardware/nvml_gpu_source.py"}
     offenders = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package).as_posix()

@@ -15,7 +15,7 @@ from tfthroughput.hardware.activity import BUSY_BUT_IDLE
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.stats import MetricStats, summarize
-from tfthroughput.hardware.window import WindowStats, WindowTotal
+from tfthroughput.hardware.window_stats import WindowStats, WindowTotal
 from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.events import (
     EPOCH_FIGURES,

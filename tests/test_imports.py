@@ -46,7 +46,16 @@ def imported_modules(path: Path, this: str, modules: dict[str, Path]) -> set[str
     for target in targets:
         parts = target.split(".")
         found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return {name for name in found if name in modules and name != this}
+    # Python initialises a module's own parent packages before the module, so reaching one of
+    # them through a sibling's dotted name (``tfthroughput._optional`` from ``tfthroughput._lazy``)
+    # is no import of the package: a parent is an edge only where it is imported by name.
+    ancestors = {this.rsplit(".", i)[0] for i in range(1, this.count(".") + 1)}
+    named = {target for target in targets if target in ancestors}
+    return {
+        name
+        for name in found
+        if name in modules and name != this and (name not in ancestors or name in named)
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -77,7 +86,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_import_graph_has_no_cycle():
     graph = import_graph(PACKAGE)
     assert {"tfthroughput.hardware.discovery", "tfthroughput.monitor.fit_watch"} <= graph[
-        "tfthroughput.monitor.callback"
+        "tfthroughput.monitor.gpu_monitor"
     ]
     assert find_cycle(graph) is None
 
@@ -93,8 +102,8 @@ def test_the_cycle_check_sees_function_local_and_relative_imports(tmp_path):
     assert graph == {
         "pkg": set(),
         "pkg.a": {"pkg", "pkg.b"},
-        "pkg.b": {"pkg", "pkg.a"},
-        "pkg.c": {"pkg", "pkg.b"},
+        "pkg.b": {"pkg.a"},  # its parent `pkg` is reached, not imported by name
+        "pkg.c": {"pkg.b"},
     }
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
 
@@ -160,3 +169,61 @@ def test_the_hardware_package_runs_with_tensorflow_and_keras_blocked():
     assert out["ram_samples"] >= 1
     assert out["gpu_utilization"] is None  # NVML switched off: nothing measured, no error
     assert out["loaded"] == []
+
+
+# The rooms each room may import (the guide's layering): the hardware core and the fixing
+# rooms stand alone; the Keras adapters sit on the hardware core; knowing and tuning sit on
+# what they measure and fix; only the command line and the demo see everything. Private
+# top-level helpers (`_validation`, `_optional`, `_lazy`, `_startup`) are open to all.
+ALLOWED_ROOMS = {
+    "hardware": set(),
+    "data": set(),
+    "precision": set(),
+    "monitor": {"hardware"},
+    "profiling": {"hardware", "monitor"},
+    "report": {"hardware", "monitor"},
+    "diagnosis": {"hardware", "data", "precision", "monitor"},
+    "tfthroughput": set(),
+}
+EVERYTHING = {"cli", "demo"}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layering_offences(graph: dict[str, set[str]]) -> list[str]:
+    """``"module imports name"`` for each import that runs against ``ALLOWED_ROOMS``."""
+    offences = []
+    for module, imported in sorted(graph.items()):
+        room = _room(module)
+        rooms_imported = {_room(name) for name in imported} - {room}
+        if room in EVERYTHING:
+            continue
+        if room.startswith("_"):
+            allowed: set[str] = set()
+        else:
+            assert room in ALLOWED_ROOMS, f"{room}/ is a new room: declare what it may import"
+            allowed = ALLOWED_ROOMS[room]
+        for name in sorted(imported):
+            target = _room(name)
+            if target in rooms_imported and not target.startswith("_") and target not in allowed:
+                offences.append(f"{module} imports {name}")
+    return offences
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    assert layering_offences(import_graph(PACKAGE)) == []
+
+
+def test_the_layering_check_catches_an_upward_import():
+    graph = {
+        "tfthroughput.data.pipeline": {"tfthroughput.monitor.gpu_monitor", "tfthroughput._lazy"},
+        "tfthroughput._validation": {"tfthroughput.hardware.source"},
+        "tfthroughput.monitor.events": {"tfthroughput.hardware.source"},
+    }
+    assert layering_offences(graph) == [
+        "tfthroughput._validation imports tfthroughput.hardware.source",
+        "tfthroughput.data.pipeline imports tfthroughput.monitor.gpu_monitor",
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -16,58 +17,61 @@ import tfthroughput
 ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED_PUBLIC_NAMES = [
-    "BatchSizeSearch",
-    "BatchSizeTrial",
     "DataService",
-    "DataServiceUnavailable",
-    "DatasetBenchmark",
-    "DeviceDescription",
-    "DiagnosisReport",
-    "DiagnosisThresholds",
     "DipTrigger",
-    "GPUConfiguration",
     "GPUMonitor",
-    "GPUsAlreadyInitializedError",
-    "HostSource",
-    "JitChange",
-    "LocalDataService",
-    "MetricStats",
     "MonitoringWarning",
-    "PipelineDescription",
-    "PipelineLint",
-    "PipelineMeasurement",
-    "PipelineStage",
-    "PolicyChange",
-    "PrecisionRecommendation",
     "ProfileSteps",
-    "Recommendation",
-    "Sampler",
-    "StageMeasurement",
-    "XlaCompilationError",
     "benchmark_dataset",
     "build_pipeline",
-    "check_mixed_precision_outputs",
     "configure_gpus",
-    "default_sources",
-    "describe_devices",
     "describe_pipeline",
     "diagnose",
     "find_batch_size",
     "jit_compile",
     "lint_pipeline",
-    "loss_scale_optimizer",
-    "measure_pipeline",
     "mixed_precision",
     "recommend_precision",
-    "with_gradient_accumulation",
-    "xla_auto_clustering",
-    "xla_compile_kwargs",
 ]
+# Each subpackage's face: result and configuration types live there, not at the top level.
+FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis")
+
+
+def _faces() -> dict[str, object]:
+    return {face: importlib.import_module(f"tfthroughput.{face}") for face in FACES}
+
+
+def public_names() -> dict[str, str]:
+    """Every public name of the package -> the face that offers it (top level first)."""
+    names = {name: "tfthroughput" for name in tfthroughput.__all__}
+    for face, module in _faces().items():
+        for name in module.__all__:
+            names.setdefault(name, f"tfthroughput.{face}")
+    return names
 
 
 def test_all_is_pinned_and_sorted():
     assert tfthroughput.__all__ == EXPECTED_PUBLIC_NAMES
-    assert tfthroughput.__all__ == sorted(tfthroughput.__all__)
+    assert len(tfthroughput.__all__) <= 16
+
+
+def test_every_face_lists_sorted_public_names_that_resolve_to_its_own_modules():
+    for face, module in _faces().items():
+        assert module.__all__, face
+        assert module.__all__ == sorted(module.__all__), face
+        for name in module.__all__:
+            assert not name.startswith("_"), (face, name)
+            value = getattr(module, name)
+            assert value.__module__.startswith(f"tfthroughput.{face}."), (face, name)
+            assert name in dir(module), (face, name)
+
+
+def test_top_level_names_are_the_faces_own_objects():
+    faces = _faces()
+    for name in tfthroughput.__all__:
+        offered_by = [face for face, module in faces.items() if name in module.__all__]
+        assert len(offered_by) == 1, (name, offered_by)
+        assert getattr(tfthroughput, name) is getattr(faces[offered_by[0]], name), name
 
 
 def test_every_public_name_resolves():
@@ -122,13 +126,16 @@ import json
 import sys
 import tempfile
 
+import importlib
+
 import keras
 import tfthroughput as tt
+from tfthroughput import data, diagnosis, precision
 
 resolved, refused = [], {}
-for name in tt.__all__:
+for name, face in json.loads(sys.argv[1]).items():
     try:
-        getattr(tt, name)
+        getattr(importlib.import_module(face), name)
         resolved.append(name)
     except ImportError as error:
         refused[name] = str(error)
@@ -136,8 +143,8 @@ for name in tt.__all__:
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
 with tt.mixed_precision("mixed_bfloat16") as change:
     inside = keras.config.dtype_policy().name
-h200 = tt.DeviceDescription("GPU", "H200", (9, 0))
-report = tt.DiagnosisReport(
+h200 = precision.DeviceDescription("GPU", "H200", (9, 0))
+report = diagnosis.DiagnosisReport(
     batch_size=8, steps=2, repeats=1, input_batches_per_second=1.0,
     compute_batches_per_second=2.0, fit_batches_per_second=1.0, input_bound_fraction=0.5,
     verdict="input-bound", recommendations=(), gpu_utilization_percent=23.6,
@@ -145,26 +152,26 @@ report = tt.DiagnosisReport(
 )
 works = {
     "mixed_precision": [inside, keras.config.dtype_policy().name],
-    "check_mixed_precision_outputs": list(tt.check_mixed_precision_outputs(model)),
+    "check_mixed_precision_outputs": list(precision.check_mixed_precision_outputs(model)),
     "loss_scale_optimizer": type(
-        tt.loss_scale_optimizer(keras.optimizers.SGD(), policy="mixed_float16")
+        precision.loss_scale_optimizer(keras.optimizers.SGD(), policy="mixed_float16")
     ).__name__,
-    "with_gradient_accumulation": tt.with_gradient_accumulation(
+    "with_gradient_accumulation": precision.with_gradient_accumulation(
         keras.optimizers.SGD(), 2
     ).gradient_accumulation_steps,
-    "xla_compile_kwargs": tt.xla_compile_kwargs(False),
+    "xla_compile_kwargs": precision.xla_compile_kwargs(False),
     "recommend_precision": tt.recommend_precision(devices=[h200]).policy,
     "DiagnosisReport": "SM activity 0.5%" in str(report),
 }
 calls = {
     "configure_gpus": lambda: tt.configure_gpus(),
-    "describe_devices": lambda: tt.describe_devices(),
-    "xla_auto_clustering": lambda: tt.xla_auto_clustering(True),
+    "describe_devices": lambda: precision.describe_devices(),
+    "xla_auto_clustering": lambda: precision.xla_auto_clustering(True),
     "jit_compile": lambda: tt.jit_compile(lambda x: x),
-    "LocalDataService": lambda: tt.LocalDataService(),
+    "LocalDataService": lambda: data.LocalDataService(),
     "recommend_precision()": lambda: tt.recommend_precision(),
     'mixed_precision("auto")': lambda: tt.mixed_precision("auto"),
-    'xla_compile_kwargs("auto")': lambda: tt.xla_compile_kwargs("auto"),
+    'xla_compile_kwargs("auto")': lambda: precision.xla_compile_kwargs("auto"),
     "DiagnosisReport.write_to_tensorboard": lambda: report.write_to_tensorboard(tempfile.mkdtemp()),
 }
 called = {}
@@ -188,11 +195,12 @@ print(json.dumps({
 def test_without_tensorflow_the_readme_backend_table_holds():
     kinds = _readme_backend_rows()
     works, when_called, needs_it = (_public(kinds[k]) for k in ("works", "when called", "import"))
-    assert works | when_called | needs_it == set(tfthroughput.__all__)
+    names = public_names()
+    assert works | when_called | needs_it == set(names)
     assert not needs_it & (works | when_called)
     path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
     result = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_TENSORFLOW],
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW, json.dumps(names)],
         capture_output=True,
         text=True,
         env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": path},
@@ -206,7 +214,7 @@ def test_without_tensorflow_the_readme_backend_table_holds():
     assert set(out["refused"]) == needs_it
     for name, message in out["refused"].items():
         assert message.startswith(
-            f"`tfthroughput.{name}` needs TensorFlow, which is not installed: pip install "
+            f"`{names[name]}.{name}` needs TensorFlow, which is not installed: pip install "
             '"tfthroughput[tensorflow]".'
         ), message
     assert out["works"] == {

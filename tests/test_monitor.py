@@ -105,7 +105,7 @@ def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(
         interval=0.05,
         sources=fake_gpus(dial),
         update_logs=True,
-        metrics=["utilization_percent"],
+        hardware_metrics=["utilization_percent"],
         batch_size=BATCH_SIZE,
     )
     callbacks = [
@@ -271,8 +271,8 @@ def test_a_writer_fault_is_reported_not_raised(tmp_path):
         ({"interval": -2}, ValueError, "interval=-2"),
         ({"interval": "1s"}, TypeError, "interval='1s'"),
         ({"log_dir": 3}, TypeError, "log_dir=3"),
-        ({"metrics": ["gpu_util"]}, ValueError, "metrics=['gpu_util']"),
-        ({"metrics": "power_watts"}, TypeError, "metrics='power_watts'"),
+        ({"hardware_metrics": ["gpu_util"]}, ValueError, "hardware_metrics=['gpu_util']"),
+        ({"hardware_metrics": "power_watts"}, TypeError, "hardware_metrics='power_watts'"),
         ({"statistics": ["median"]}, ValueError, "statistics=['median']"),
         ({"statistics": "mean"}, TypeError, "statistics='mean'"),
         ({"batch_size": 0}, ValueError, "batch_size=0"),

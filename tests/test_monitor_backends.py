@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 # The monitor's tests that run a real `fit` (or write events) with fake hardware.
 MONITOR_TEST_FILES = (
+    "test_epoch_windows.py",
     "test_events.py",
-    "test_live.py",
+    "test_live_run.py",
     "test_monitor.py",
     "test_monitor_lifecycle.py",
-    "test_windows.py",
 )
 # Backends other than TensorFlow that can be tried here: jax is a test dependency; torch runs
 # too where it is installed.

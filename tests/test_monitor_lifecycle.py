@@ -26,7 +26,15 @@ from fits import (
 
 from tfthroughput import GPUMonitor, MonitoringWarning
 
-SETTINGS = ("log_dir", "interval", "metrics", "statistics", "batch_size", "update_logs", "run_name")
+SETTINGS = (
+    "log_dir",
+    "interval",
+    "hardware_metrics",
+    "statistics",
+    "batch_size",
+    "update_logs",
+    "run_name",
+)
 
 
 def assert_unstarted_copy(clone: GPUMonitor, original: GPUMonitor) -> None:
@@ -52,7 +60,7 @@ def test_nothing_live_before_fit_and_deepcopy_gives_an_unstarted_monitor(tmp_pat
     monitor = GPUMonitor(
         tmp_path,
         interval=0.05,
-        metrics=["utilization_percent"],
+        hardware_metrics=["utilization_percent"],
         statistics=["mean"],
         batch_size=BATCH_SIZE,
         update_logs=True,

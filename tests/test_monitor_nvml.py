@@ -16,7 +16,7 @@ _FIT = """
 import os
 import numpy as np
 import keras
-from tfthroughput.monitor.callback import GPUMonitor
+from tfthroughput.monitor.gpu_monitor import GPUMonitor
 
 keras.utils.set_random_seed(0)
 x = np.linspace(0.0, 1.0, 128, dtype="float32").reshape(32, 4)
@@ -161,7 +161,7 @@ import time
 import numpy as np
 import keras
 import pynvml
-from tfthroughput.monitor.callback import GPUMonitor
+from tfthroughput.monitor.gpu_monitor import GPUMonitor
 
 class Stamp(keras.callbacks.Callback):
     def __init__(self, times):
@@ -182,7 +182,9 @@ before, after = {}, {}
 x = np.ones((12, 4), "float32")
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
-monitor = GPUMonitor(os.environ["LOG_DIR"], metrics=["utilization_percent"], update_logs=True)
+monitor = GPUMonitor(
+    os.environ["LOG_DIR"], hardware_metrics=["utilization_percent"], update_logs=True
+)
 history = model.fit(
     x, x[:, :1], batch_size=2, epochs=3, verbose=0,
     callbacks=[Stamp(before), monitor, Stamp(after), SlowSteps()],

@@ -16,8 +16,8 @@ def test_nvml_is_initialised_once_per_process(fake_nvml_dir):
         import threading
         import pynvml
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
-        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.gpu_devices import visible_gpus
+        from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
         from tfthroughput.hardware.sampler import Sampler
         from tfthroughput.hardware.discovery import default_sources
 
@@ -61,7 +61,8 @@ def test_importing_the_sampler_core_does_not_touch_nvml(fake_nvml_dir):
         import ctypes
         import sys
         import tfthroughput
-        import tfthroughput.hardware.nvml, tfthroughput.hardware.devices, tfthroughput.hardware.gpu
+        import tfthroughput.hardware.nvml, tfthroughput.hardware.gpu_devices
+        import tfthroughput.hardware.nvml_gpu_source
         import tfthroughput.hardware.sampler, tfthroughput.hardware.discovery
 
         pynvml_imported = "pynvml" in sys.modules

@@ -33,8 +33,8 @@ def _expected(i: int) -> dict[str, float]:
 _READ_ALL = """
 import os
 from tfthroughput.hardware.nvml import nvml
-from tfthroughput.hardware.devices import visible_gpus
-from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.gpu_devices import visible_gpus
+from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 from tfthroughput.hardware.source import Increment
 
 metrics = os.environ.get("METRICS")
@@ -166,8 +166,8 @@ def test_other_nvml_errors_skip_the_sample_and_warn_once_per_kind(fake_nvml_dir)
         """
         import pynvml
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
-        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.gpu_devices import visible_gpus
+        from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
         source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["utilization_percent",
                                                                  "power_watts"])
@@ -380,8 +380,8 @@ def test_other_v2_memory_errors_are_not_mistaken_for_a_v1_driver(fake_nvml_dir):
         """
         import os
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
-        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.gpu_devices import visible_gpus
+        from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
         source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["memory_used_gib"])
         emit({"reads": [source.read() for _ in range(2)], "warned": warned()})
@@ -399,8 +399,8 @@ def test_reading_a_closed_source_says_so(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         """
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
-        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.gpu_devices import visible_gpus
+        from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
         source = NVMLGPUSource(nvml(), visible_gpus(nvml())[1], None)
         source.read()
@@ -446,8 +446,8 @@ def test_a_buffered_source_reports_each_driver_sample_once(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         _SLEEP_UNTIL
         + """
-from tfthroughput.hardware.devices import visible_gpus
-from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.gpu_devices import visible_gpus
+from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
 source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], None)
 reads = []
@@ -584,8 +584,8 @@ _ENERGY = """
 import os
 import time
 from tfthroughput.hardware.nvml import nvml
-from tfthroughput.hardware.devices import visible_gpus
-from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.gpu_devices import visible_gpus
+from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 from tfthroughput.hardware.source import Increment
 
 source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], os.environ["METRICS"].split(","))
@@ -641,8 +641,8 @@ def test_energy_without_the_counter_integrates_the_power_buffer(fake_nvml_dir):
     out = run_json_with_fake_nvml(
         _SLEEP_UNTIL
         + """
-from tfthroughput.hardware.devices import visible_gpus
-from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.gpu_devices import visible_gpus
+from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
 sleep_until(0.1, 0.05)  # the source starts with sample 0 in the buffer
 source = NVMLGPUSource(nvml(), visible_gpus(nvml())[0], ["energy_joules", "power_watts"])
@@ -794,8 +794,8 @@ def test_a_mig_slice_in_cuda_visible_devices_is_sampled_through_its_own_handle(f
         """
         from dataclasses import astuple
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
-        from tfthroughput.hardware.gpu import NVMLGPUSource
+        from tfthroughput.hardware.gpu_devices import visible_gpus
+        from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 
         sources = [NVMLGPUSource(nvml(), device) for device in visible_gpus(nvml())]
         reads = {s.name: [s.read() for _ in range(3)] for s in sources}
@@ -853,7 +853,7 @@ def test_mig_entries_follow_cudas_rules(fake_nvml_dir, visible, expected):
     out = run_json_with_fake_nvml(
         """
         from tfthroughput.hardware.nvml import nvml
-        from tfthroughput.hardware.devices import visible_gpus
+        from tfthroughput.hardware.gpu_devices import visible_gpus
 
         emit([device.name for device in visible_gpus(nvml())])
         """,

@@ -54,7 +54,8 @@ def test_loss_scaled_custom_loop_step_reduces_the_loss():
 
 def test_gradient_accumulation_updates_every_n_batches():
     x, y = regression_data()
-    optimizer = with_gradient_accumulation(keras.optimizers.SGD(0.01, momentum=0.5), steps=4)
+    sgd = keras.optimizers.SGD(0.01, momentum=0.5)
+    optimizer = with_gradient_accumulation(sgd, gradient_accumulation_steps=4)
     assert isinstance(optimizer, keras.optimizers.SGD)
     assert optimizer.gradient_accumulation_steps == 4
     assert optimizer.momentum == 0.5
@@ -74,9 +75,9 @@ def test_gradient_accumulation_inside_a_loss_scale_optimizer():
 
 
 def test_gradient_accumulation_guards():
-    with pytest.raises(ValueError, match="Received: steps=0"):
+    with pytest.raises(ValueError, match="Received: gradient_accumulation_steps=0"):
         with_gradient_accumulation("sgd", 0)
-    with pytest.raises(TypeError, match="Received: steps=2.0"):
+    with pytest.raises(TypeError, match="Received: gradient_accumulation_steps=2.0"):
         with_gradient_accumulation("sgd", 2.0)
     built = keras.optimizers.SGD()
     built.build([keras.Variable(np.zeros(2, "float32"))])

@@ -212,13 +212,13 @@ def test_stages_are_in_the_guides_order():
     ]
 
 
-def test_options_default_and_ram_budget():
+def test_options_default_and_ram_budget_in_mib():
     default = build_pipeline((X, Y), batch_size=4).options()
     assert default.deterministic is False
     assert default.autotune.enabled is True
     assert default.experimental_optimization.map_fusion is True
     assert default.autotune.ram_budget is None
-    budgeted = build_pipeline((X, Y), batch_size=4, ram_budget=2**28, deterministic=True)
+    budgeted = build_pipeline((X, Y), batch_size=4, ram_budget_mib=256, deterministic=True)
     assert budgeted.options().autotune.ram_budget == 2**28
     assert budgeted.options().deterministic is True
     assert budgeted.options().threading.private_threadpool_size is None
@@ -302,7 +302,7 @@ def test_cache_on_an_infinite_dataset_is_refused():
         ({"repeat": 0}, ValueError, r"`repeat` .*Received: repeat=0"),
         ({"repeat": "yes"}, TypeError, r"Received: repeat='yes'"),
         ({"parallel_reads": 0}, ValueError, r"Received: parallel_reads=0"),
-        ({"ram_budget": -1}, ValueError, r"Received: ram_budget=-1"),
+        ({"ram_budget_mib": -1}, ValueError, r"Received: ram_budget_mib=-1"),
         ({"threadpool_size": 0}, ValueError, r"Received: threadpool_size=0"),
         ({"deterministic": "no"}, TypeError, r"`deterministic` must be a bool.*'no'"),
         ({"drop_remainder": 1}, TypeError, r"Received: drop_remainder=1"),

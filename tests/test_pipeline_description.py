@@ -39,7 +39,7 @@ def test_full_pipeline_is_described_stage_by_stage():
         repeat=2,
         batch_size=4,
         seed=3,
-        ram_budget=2**30,
+        ram_budget_mib=1024,
     )
     description = describe_pipeline(dataset)
     assert description.source == "in-memory data (12 examples)"

@@ -14,7 +14,7 @@ from tfthroughput.precision.policy import (
     check_mixed_precision_outputs,
     mixed_precision,
 )
-from tfthroughput.precision.rules import DeviceDescription
+from tfthroughput.precision.precision_recommendation import DeviceDescription
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 

@@ -132,7 +132,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras
 import numpy as np
 from tfthroughput import GPUMonitor, diagnose, find_batch_size
-from tfthroughput.monitor.cluster import all_gather_rows
+from tfthroughput.monitor.cluster_exchange import all_gather_rows
 from tfthroughput.monitor.strategy import find_placement
 
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

@@ -85,7 +85,7 @@ def test_default_sources_read_sm_activity_where_gpm_exists_and_stay_quiet_where_
 def test_diagnose_measures_gpu_utilization_with_it_by_default():
     import inspect
 
-    from tfthroughput.diagnosis.measure import diagnose
+    from tfthroughput.diagnosis.training_diagnosis import diagnose
 
     default = inspect.signature(diagnose).parameters["utilization_probe"].default
     assert default is gpu_utilization

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfthroughput
-from tfthroughput import DeviceDescription, build_pipeline, lint_pipeline
+from tfthroughput import build_pipeline, lint_pipeline
 from tfthroughput.data.autotune import StageMeasurement
 from tfthroughput.diagnosis.recommendations import recommendations
 from tfthroughput.diagnosis.verdict import (
@@ -20,6 +20,7 @@ from tfthroughput.diagnosis.verdict import (
     input_bound_fraction,
     verdict,
 )
+from tfthroughput.precision import DeviceDescription
 
 CPU_WITHOUT_BF16 = tfthroughput.recommend_precision(
     [DeviceDescription("CPU", "x86", None, {"avx2"})]

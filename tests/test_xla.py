@@ -131,7 +131,7 @@ _EXECUTED_OPS = """
 import json, warnings
 import tensorflow as tf
 from tensorflow.python.eager import context
-from tfthroughput import xla_auto_clustering
+from tfthroughput.precision import xla_auto_clustering
 
 def executed_ops(function, x):
     ctx = context.context()

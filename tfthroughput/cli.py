@@ -156,7 +156,7 @@ def _info(args: argparse.Namespace) -> int:
     import tensorflow as tf
 
     from tfthroughput.hardware.discovery import find_gpus
-    from tfthroughput.precision.rules import recommend_precision
+    from tfthroughput.precision.precision_recommendation import recommend_precision
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
     devices = tf.config.list_physical_devices()
@@ -203,7 +203,7 @@ def _report(args: argparse.Namespace) -> int:
     # TensorBoard would import TensorFlow for that, which costs seconds and log lines here.
     stub_marker = "tensorboard.compat.notf"
     sys.modules.setdefault(stub_marker, types.ModuleType(stub_marker))
-    from tfthroughput.monitor.run_report_html import write_report
+    from tfthroughput.report.html import write_report
 
     print(f"wrote {write_report(args.logdir, args.output)}")
     return 0

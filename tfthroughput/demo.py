@@ -25,10 +25,10 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_writable_folder
 from tfthroughput.data.pipeline import build_pipeline
-from tfthroughput.diagnosis.measure import diagnose
+from tfthroughput.diagnosis.training_diagnosis import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
-from tfthroughput.monitor.callback import GPUMonitor
-from tfthroughput.monitor.run_report_html import write_report
+from tfthroughput.monitor.gpu_monitor import GPUMonitor
+from tfthroughput.report.html import write_report
 
 CLASSES = ("disc", "square", "stripes")
 WINDOWS_PER_EPOCH = 4

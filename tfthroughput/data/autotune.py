@@ -88,7 +88,7 @@ class PipelineMeasurement:
     """What :func:`measure_pipeline` read from the profiler's trace.
 
     Attributes:
-        batches: Elements taken from the dataset (batches, for a batched dataset).
+        num_batches: Elements taken from the dataset (batches, for a batched dataset).
         seconds: Wall time of taking them, profiler on.
         stages: One :class:`StageMeasurement` per iterator, source first.
         runtime: tf.data's resource settings for this iterator, from its root:
@@ -96,7 +96,7 @@ class PipelineMeasurement:
             ``threadpool_size``, ``algorithm``.
     """
 
-    batches: int
+    num_batches: int
     seconds: float
     stages: tuple[StageMeasurement, ...]
     runtime: tuple[tuple[str, str], ...] = ()
@@ -119,7 +119,7 @@ class PipelineMeasurement:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         settings = ", ".join(f"{k}={v}" for k, v in self.runtime)
         lines = [
-            f"measured {self.batches} batches in {self.seconds:.2f} s (profiler on)"
+            f"measured {self.num_batches} batches in {self.seconds:.2f} s (profiler on)"
             + (f"; tf.data: {settings}" if settings else "")
         ]
         for row in rows:
@@ -132,11 +132,11 @@ class PipelineMeasurement:
 
 
 def measure_pipeline(
-    dataset: tf.data.Dataset, batches: int = 50, *, logdir: str | None = None
+    dataset: tf.data.Dataset, num_batches: int = 50, *, log_dir: str | None = None
 ) -> PipelineMeasurement:
-    """Run a pipeline for ``batches`` elements under the profiler and report what AUTOTUNE chose.
+    """Run a pipeline for ``num_batches`` elements under the profiler; report what AUTOTUNE chose.
 
-    A fresh iterator takes ``batches`` elements (fewer if the dataset ends) while the
+    A fresh iterator takes ``num_batches`` elements (fewer if the dataset ends) while the
     TensorFlow profiler records host events; the trace is then read back. Per iterator the
     result gives the values the autotuner set at the last call (and their range over the run),
     the values fixed when the dataset was made, and each stage's share of the work.
@@ -150,24 +150,24 @@ def measure_pipeline(
 
     Args:
         dataset: Any ``tf.data.Dataset``.
-        batches: Elements to take. Defaults to ``50``.
-        logdir: Keep the trace there (TensorBoard's Profile tab shows it). Defaults to
+        num_batches: Elements to take. Defaults to ``50``.
+        log_dir: Keep the trace there (TensorBoard's Profile tab shows it). Defaults to
             ``None``: a temporary folder, removed afterwards.
 
     Returns:
         A frozen :class:`PipelineMeasurement`.
 
     Raises:
-        TypeError: If ``dataset`` is not a ``tf.data.Dataset`` or ``batches`` not an int.
-        ValueError: If ``batches`` is not positive.
+        TypeError: If ``dataset`` is not a ``tf.data.Dataset`` or ``num_batches`` not an int.
+        ValueError: If ``num_batches`` is not positive.
         RuntimeError: If another profiler session is running (e.g. a Keras ``TensorBoard``
             callback with ``profile_batch``), or the profiler wrote no trace.
 
     Example:
         >>> import tensorflow as tf
-        >>> from tfthroughput import measure_pipeline
+        >>> from tfthroughput.data import measure_pipeline
         >>> measurement = measure_pipeline(tf.data.Dataset.range(100).batch(10), 5)
-        >>> measurement.batches, [stage.iterator for stage in measurement.stages]
+        >>> measurement.num_batches, [stage.iterator for stage in measurement.stages]
         (5, ['Range', 'BatchV2', 'Prefetch'])
     """
     if not isinstance(dataset, tf.data.Dataset):
@@ -175,8 +175,8 @@ def measure_pipeline(
             f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
             f"of type {type(dataset).__name__}"
         )
-    check_positive_int("batches", batches)
-    folder = logdir if logdir is not None else tempfile.mkdtemp(prefix="tfthroughput_autotune_")
+    check_positive_int("num_batches", num_batches)
+    folder = log_dir if log_dir is not None else tempfile.mkdtemp(prefix="tfthroughput_autotune_")
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=2, python_tracer_level=0, device_tracer_level=0
     )
@@ -191,7 +191,7 @@ def measure_pipeline(
         taken, start = 0, time.perf_counter()
         try:
             iterator = iter(dataset)
-            for _ in range(batches):
+            for _ in range(num_batches):
                 try:
                     next(iterator)
                 except StopIteration:
@@ -203,7 +203,7 @@ def measure_pipeline(
         del iterator
         events = read_host_events(newest_xspace(folder))
     finally:
-        if logdir is None:
+        if log_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
     return _measurement(events, taken, seconds, DatasetGraph(dataset).positions_by_name())
 

@@ -127,7 +127,7 @@ def describe_pipeline(
     where files are then read one at a time, and with ``deterministic=True`` the record order
     depends on the core count); ``num_parallel_calls=AUTOTUNE`` and prefetch buffers are
     retuned as the pipeline runs. ``measure=N`` runs ``N`` batches under the profiler and
-    adds what AUTOTUNE chose (see :func:`tfthroughput.measure_pipeline`).
+    adds what AUTOTUNE chose (see :func:`tfthroughput.data.measure_pipeline`).
 
     Args:
         dataset: A dataset exactly as :func:`tfthroughput.build_pipeline` returned it. Any

@@ -23,7 +23,7 @@ def _check_arguments(
     batch_size: Any,
     shuffle_buffer: Any,
     parallel_reads: Any,
-    ram_budget: Any,
+    ram_budget_mib: Any,
     threadpool_size: Any,
     drop_remainder: Any,
     deterministic: Any,
@@ -38,7 +38,7 @@ def _check_arguments(
         ("batch_size", batch_size),
         ("shuffle_buffer", shuffle_buffer),
         ("parallel_reads", parallel_reads),
-        ("ram_budget", ram_budget),
+        ("ram_budget_mib", ram_budget_mib),
         ("threadpool_size", threadpool_size),
     ):
         check_positive_int(name, value, allow_none=True)

@@ -19,7 +19,7 @@ and sets ``tf.data.Options`` (non-deterministic order unless asked for, autotuni
 consecutive maps fused into one, an optional RAM budget). Each stage is one step of
 :class:`~tfthroughput.data.stages._PipelineSteps`, which applies the transformation and records
 it for :func:`describe_pipeline` in one call. The sources live in
-:mod:`tfthroughput.data.sources`; mistakes the guide warns about are refused by
+:mod:`tfthroughput.data.pipeline_inputs`; mistakes the guide warns about are refused by
 :mod:`tfthroughput.data.guards` when the pipeline is built, not at the first ``next()``.
 """
 
@@ -39,8 +39,8 @@ from tfthroughput.data.guards import (
     _check_cacheable,
     _last_function,
 )
+from tfthroughput.data.pipeline_inputs import _source_steps
 from tfthroughput.data.service import DataService, plan_service_stage
-from tfthroughput.data.sources import _source_steps
 
 
 def build_pipeline(
@@ -58,7 +58,7 @@ def build_pipeline(
     drop_remainder: bool = False,
     deterministic: bool = False,
     parallel_reads: int | None = None,
-    ram_budget: int | None = None,
+    ram_budget_mib: int | None = None,
     threadpool_size: int | None = None,
     seed: int | None = None,
     service: str | DataService | None = None,
@@ -110,7 +110,7 @@ def build_pipeline(
             at most the number of CPU cores. Sources that wait rather than compute (network
             files, Python generators, ``tf.py_function``) gain from more; a value above the
             number of cores also sizes the threadpool (see ``threadpool_size``).
-        ram_budget: ``tf.data`` autotuning RAM budget in bytes. Defaults to ``None``: tf.data's
+        ram_budget_mib: ``tf.data`` autotuning RAM budget in MiB. Defaults to ``None``: tf.data's
             own default, half of the RAM.
         threadpool_size: Threads of a private threadpool for the pipeline's functions
             (``tf.data.Options().threading.private_threadpool_size``). Defaults to ``None``:
@@ -133,7 +133,7 @@ def build_pipeline(
         TypeError: If an argument has the wrong type, or ``preprocess_fn``/``augment_fn``/
             ``batch_fn``/``read_fn`` returns ``None``.
         ValueError: If ``batch_size``, ``shuffle_buffer``, ``repeat``, ``parallel_reads``,
-            ``ram_budget`` or ``threadpool_size`` is not positive; a glob matches no file; a
+            ``ram_budget_mib`` or ``threadpool_size`` is not positive; a glob matches no file; a
             file path (or one in a list) does not exist; a list of strings names no existing
             file (in-memory text, not paths); a ``batch_size`` is given for a dataset that is
             already batched; the cache folder is missing or not writable; ``cache`` is
@@ -172,7 +172,7 @@ def build_pipeline(
         batch_size=batch_size,
         shuffle_buffer=shuffle_buffer,
         parallel_reads=parallel_reads,
-        ram_budget=ram_budget,
+        ram_budget_mib=ram_budget_mib,
         threadpool_size=threadpool_size,
         drop_remainder=drop_remainder,
         deterministic=deterministic,
@@ -265,7 +265,7 @@ def build_pipeline(
     )
 
     dataset = steps.dataset.with_options(
-        _options(deterministic, ram_budget, threadpool_size, parallel_reads)
+        _options(deterministic, ram_budget_mib, threadpool_size, parallel_reads)
     )
     _record(dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages)))
     return dataset
@@ -273,7 +273,7 @@ def build_pipeline(
 
 def _options(
     deterministic: bool,
-    ram_budget: int | None,
+    ram_budget_mib: int | None,
     threadpool_size: int | None,
     parallel_reads: int | None,
 ) -> tf.data.Options:
@@ -284,8 +284,8 @@ def _options(
     # between the builder's consecutive maps: measured +5-9 % on a CPU-bound JPEG pipeline
     # (benchmarks/pipeline_jpeg.py), which then matches what tf.data makes of a plain map.
     options.experimental_optimization.map_fusion = True
-    if ram_budget is not None:
-        options.autotune.ram_budget = int(ram_budget)
+    if ram_budget_mib is not None:
+        options.autotune.ram_budget = int(ram_budget_mib) * 2**20  # tf.data counts bytes
     if threadpool_size is None and parallel_reads is not None:
         # Functions that wait (generators, remote reads) would queue for the shared pool.
         if parallel_reads > (os.cpu_count() or 1):

@@ -73,7 +73,7 @@ class LocalDataService:
                     f"`{name}` must be 0 (any free port) .. 65535. Received: {name}={value!r}"
                 )
         check_advertised_host(host)
-        tf = import_tensorflow("tfthroughput.LocalDataService")
+        tf = import_tensorflow("tfthroughput.data.LocalDataService")
 
         self._service = tf.data.experimental.service
         self._host = host

@@ -7,7 +7,10 @@ import numbers
 
 import keras
 
-from tfthroughput.precision.rules import PrecisionRecommendation, recommend_precision
+from tfthroughput.precision.precision_recommendation import (
+    PrecisionRecommendation,
+    recommend_precision,
+)
 
 
 def check_precision(precision: object) -> PrecisionRecommendation:

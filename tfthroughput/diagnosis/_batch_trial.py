@@ -84,7 +84,7 @@ def _default_trial(
             raise _DoesNotFit(
                 f"process RSS peaked at {peak:,} bytes counting this trial alone "
                 f"({ceiling.search_start_bytes:,} at the search's start + {memory_bytes:,}), "
-                f"over memory_limit_bytes={ceiling.limit_bytes:,}",
+                f"over memory_limit_mib={ceiling.limit_bytes / 2**20:,.0f}",
                 memory_bytes,
             )
     speed = batch_size * steps / seconds if seconds > 0 else math.inf

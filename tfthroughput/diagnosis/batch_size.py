@@ -35,7 +35,7 @@ class BatchSizeTrial:
             exceeded); ``""`` when it fit.
         memory_bytes: Memory the trial added to the process at its peak (peak RSS minus the
             RSS it started from), in bytes; ``None`` when not measured (no
-            ``memory_limit_bytes``, or a custom ``trial``).
+            ``memory_limit_mib``, or a custom ``trial``).
     """
 
     batch_size: int
@@ -117,7 +117,7 @@ def find_batch_size(
     max_batch_size: int = 4096,
     steps: int = 5,
     max_trials: int = 32,
-    memory_limit_bytes: int | None = None,
+    memory_limit_mib: int | None = None,
     trial: Trial | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> BatchSizeSearch:
@@ -140,12 +140,12 @@ def find_batch_size(
     garbage, builds a fresh model with ``build_model()``, and runs ``fit`` for one warm-up
     epoch and one timed epoch of ``steps`` steps on batches of that size. It counts as not
     fitting when TensorFlow raises ``tf.errors.ResourceExhaustedError`` (out of device
-    memory) or Python raises ``MemoryError``, or when ``memory_limit_bytes`` is exceeded. The
+    memory) or Python raises ``MemoryError``, or when ``memory_limit_mib`` is exceeded. The
     session is cleared again after the last trial, so nothing stays allocated.
     ``clear_session`` resets Keras's global state (layer name counters), as its
     documentation describes.
 
-    With ``memory_limit_bytes``, each trial's own peak is measured, so that memory kept from
+    With ``memory_limit_mib``, each trial's own peak is measured, so that memory kept from
     earlier trials (``clear_session`` does not return it all) neither counts against a later
     trial nor hides what it needs: before the trial, free heap pages are returned to the
     system (glibc's ``malloc_trim`` after garbage collection), then the trial's peak RSS over
@@ -171,7 +171,7 @@ def find_batch_size(
         steps: Timed training steps per trial (after as many warm-up steps). Defaults to
             ``5``.
         max_trials: Most trials run; the search stops there and says so. Defaults to ``32``.
-        memory_limit_bytes: Ceiling on the process RSS a trial may reach, in bytes, counting
+        memory_limit_mib: Ceiling on the process RSS a trial may reach, in MiB, counting
             only the trial's own memory on top of the RSS at the start of the search (see
             above), for CPU training where running out of memory swaps or kills the process
             instead of raising. Defaults to ``None``: no ceiling.
@@ -213,7 +213,7 @@ def find_batch_size(
             "`min_batch_size` must not exceed `max_batch_size`. Received: "
             f"min_batch_size={min_batch_size}, max_batch_size={max_batch_size}"
         )
-    check_positive_int("memory_limit_bytes", memory_limit_bytes, allow_none=True)
+    check_positive_int("memory_limit_mib", memory_limit_mib, allow_none=True)
     if not callable(clock):
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
     if trial is not None:
@@ -236,10 +236,10 @@ def find_batch_size(
             )
         make_dataset = _dataset_maker(data)
         ceiling = None
-        if memory_limit_bytes is not None:
+        if memory_limit_mib is not None:
             keras.backend.clear_session()
             _release_free_memory()
-            ceiling = _Ceiling(memory_limit_bytes, _rss())
+            ceiling = _Ceiling(memory_limit_mib * 2**20, _rss())
 
         def run_trial(batch_size: int) -> _Measured:
             return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)
@@ -284,7 +284,7 @@ def _search(trial: Trial, low: int, high: int, max_trials: int) -> BatchSizeSear
         raise RuntimeError(
             f"Even the smallest batch size does not fit: min_batch_size={low} "
             f"({trials[0].reason}). Use a smaller model or input, lower `min_batch_size`, "
-            "or raise `memory_limit_bytes`."
+            "or raise `memory_limit_mib`."
         )
     fits, fails = low, None
     # Doubling: find a size that does not fit (or reach the cap).

@@ -71,7 +71,7 @@ def recommendations(
             when it could not be read: then nothing is assumed about the pipeline.
         slowest_stage: The :class:`~tfthroughput.data.autotune.StageMeasurement` with the
             largest share of the pipeline's work, or ``None`` when not measured.
-        precision: The :class:`~tfthroughput.PrecisionRecommendation` for the hardware at
+        precision: The :class:`~tfthroughput.precision.PrecisionRecommendation` for the hardware at
             hand; mixed precision and XLA are advised only where it advises them. ``None``:
             neither is advised.
         sm_activity: Mean GPM SM activity during fit, where measured: far below

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tfthroughput.hardware.stats import MetricStats
-from tfthroughput.hardware.window import SampleKey
+from tfthroughput.hardware.window_stats import SampleKey
 
 UTILIZATION = "utilization_percent"
 SM_ACTIVITY = "sm_activity_percent"

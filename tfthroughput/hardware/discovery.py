@@ -13,11 +13,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from types import ModuleType
 
-from tfthroughput.hardware.devices import GPUDevice, driver_version, visible_gpus
-from tfthroughput.hardware.gpu import NVMLGPUSource
+from tfthroughput.hardware.gpu_devices import GPUDevice, driver_version, visible_gpus
 from tfthroughput.hardware.host import HostSource
 from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS
 from tfthroughput.hardware.nvml import NVMLUnavailable, nvml
+from tfthroughput.hardware.nvml_gpu_source import NVMLGPUSource
 from tfthroughput.hardware.source import MonitoringWarning, Source
 
 _GPU_NAMES = frozenset(metric.name for metric in GPU_METRICS)

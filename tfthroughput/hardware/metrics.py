@@ -49,8 +49,15 @@ ALL_METRICS: tuple[Metric, ...] = GPU_METRICS + HOST_METRICS
 METRIC_NAMES: frozenset[str] = frozenset(metric.name for metric in ALL_METRICS)
 
 
-def validate_metric_names(metrics: object) -> frozenset[str] | None:
-    """Check a user's ``metrics=`` selection; ``None`` means every metric.
+def validate_metric_names(
+    metrics: object, argument: str = "metrics"
+) -> frozenset[str] | None:
+    """Check a user's selection of metric names; ``None`` means every metric.
+
+    Args:
+        metrics: The selection as the user passed it.
+        argument: The argument's name, for the error message (``GPUMonitor`` calls it
+            ``hardware_metrics``, apart from Keras's ``compile(metrics=...)``).
 
     Raises:
         TypeError: If ``metrics`` is a plain string or not an iterable of strings.
@@ -60,18 +67,21 @@ def validate_metric_names(metrics: object) -> frozenset[str] | None:
         return None
     if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
         raise TypeError(
-            f"`metrics` must be an iterable of metric names or None. Received: metrics={metrics!r}"
+            f"`{argument}` must be an iterable of metric names or None. "
+            f"Received: {argument}={metrics!r}"
         )
     selected = list(metrics)
     bad_types = [name for name in selected if not isinstance(name, str)]
     if bad_types:
-        raise TypeError(f"`metrics` must contain strings. Received: metrics={metrics!r}")
+        raise TypeError(f"`{argument}` must contain strings. Received: {argument}={metrics!r}")
     unknown = sorted(set(selected) - METRIC_NAMES)
     if unknown:
         raise ValueError(
-            f"`metrics` names unknown metrics {unknown}; known: {sorted(METRIC_NAMES)}. "
-            f"Received: metrics={metrics!r}"
+            f"`{argument}` names unknown metrics {unknown}; known: {sorted(METRIC_NAMES)}. "
+            f"Received: {argument}={metrics!r}"
         )
     if not selected:
-        raise ValueError(f"`metrics` must name at least one metric. Received: metrics={metrics!r}")
+        raise ValueError(
+            f"`{argument}` must name at least one metric. Received: {argument}={metrics!r}"
+        )
     return frozenset(selected)

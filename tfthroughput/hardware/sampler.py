@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from numbers import Real
 
 from tfthroughput.hardware.source import MonitoringWarning, Reading, Source, SourceLost
-from tfthroughput.hardware.window import SampleKey, SampleStore, WindowStats, check_reading
+from tfthroughput.hardware.window_stats import SampleKey, SampleStore, WindowStats, check_reading
 
 MIN_INTERVAL_SECONDS = 0.05
 

@@ -1,1 +1,15 @@
-"""The Keras adapter: `GPUMonitor` and what it writes for TensorBoard."""
+"""Seeing it in Keras: the `GPUMonitor` callback and what it writes for TensorBoard.
+"""
+
+from __future__ import annotations
+
+from tfthroughput._lazy import lazy_exports
+
+# Public name -> module that defines it.
+_EXPORTS: dict[str, str] = {
+    "GPUMonitor": "tfthroughput.monitor.gpu_monitor",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,7 +1,7 @@
 """One epoch of a multi-worker cluster: each worker's summary, the cluster's spread, the straggler.
 
 Each worker turns its epoch's statistics into one short row of floats (:func:`worker_row`);
-the rows of every worker are exchanged (:mod:`tfthroughput.monitor.cluster`), and the chief
+the rows of every worker are exchanged (:mod:`tfthroughput.monitor.cluster_exchange`), and the chief
 reads them back here (:func:`summarize_cluster`) and writes :func:`cluster_scalars`.
 
 **The straggler.** Under synchronous data parallelism every step ends with an all-reduce, so

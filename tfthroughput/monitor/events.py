@@ -32,7 +32,7 @@ from tfthroughput.hardware.activity import (
     utilization_and_sm_activity,
 )
 from tfthroughput.hardware.source import MonitoringWarning
-from tfthroughput.hardware.window import WindowStats
+from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.dashboard import WINDOW_PREFIX, layout_summary
 
 # Names of the per-epoch figures: tags `epoch/<name>`, `logs` keys `<name>`; the same figures of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tfthroughput.hardware.stats import STATISTIC_NAMES
-from tfthroughput.monitor.windows import UpdateFrequency, parse_update_freq
+from tfthroughput.monitor.epoch_windows import UpdateFrequency, parse_update_freq
 
 LOGGED_STATISTICS = ("mean", "min", "max", "p95")
 

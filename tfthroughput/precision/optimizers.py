@@ -53,39 +53,42 @@ def loss_scale_optimizer(optimizer: Any, *, policy: Any = None) -> Any:
     return keras.optimizers.LossScaleOptimizer(optimizer)
 
 
-def with_gradient_accumulation(optimizer: Any, steps: int) -> Any:
-    """A copy of an optimizer that accumulates gradients over ``steps`` batches.
+def with_gradient_accumulation(optimizer: Any, gradient_accumulation_steps: int) -> Any:
+    """A copy of an optimizer that accumulates gradients over that many batches.
 
     Uses Keras 3's own ``gradient_accumulation_steps`` option: variables are updated every
-    ``steps`` batches with the mean gradient, so a batch of ``b`` trains like one of
-    ``b * steps`` when memory (e.g. after moving to a larger model) limits ``b``. Learning-rate
-    schedules then count optimizer updates, not batches.
+    ``gradient_accumulation_steps`` batches with the mean gradient, so a batch of ``b`` trains
+    like one of ``b * gradient_accumulation_steps`` when memory (e.g. after moving to a larger
+    model) limits ``b``. Learning-rate schedules then count optimizer updates, not batches.
 
     Args:
         optimizer: A Keras optimizer that has not been built yet (its accumulators are
             created when it is built), or a name such as ``"adam"``. A
             ``LossScaleOptimizer`` has its inner optimizer rebuilt.
-        steps: Batches per update; ``1`` means no accumulation.
+        gradient_accumulation_steps: Batches per update (Keras's own name); ``1`` means no
+            accumulation.
 
     Returns:
         A new optimizer of the same class and configuration, with
         ``gradient_accumulation_steps`` set.
 
     Raises:
-        ValueError: If ``steps`` is not a positive int, or ``optimizer`` is already built.
+        ValueError: If ``gradient_accumulation_steps`` is not a positive int, or ``optimizer``
+            is already built.
 
     Example:
         >>> import keras
-        >>> optimizer = with_gradient_accumulation(keras.optimizers.Adam(1e-3), steps=4)
+        >>> adam = keras.optimizers.Adam(1e-3)
+        >>> optimizer = with_gradient_accumulation(adam, gradient_accumulation_steps=4)
         >>> optimizer.gradient_accumulation_steps  # compile with it: batch 64 trains like 256
         4
     """
     import keras
 
-    check_positive_int("steps", steps)
+    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     optimizer = keras.optimizers.get(optimizer)
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        inner = with_gradient_accumulation(optimizer.inner_optimizer, steps)
+        inner = with_gradient_accumulation(optimizer.inner_optimizer, gradient_accumulation_steps)
         config = optimizer.get_config()
         return keras.optimizers.LossScaleOptimizer(
             inner,
@@ -100,5 +103,6 @@ def with_gradient_accumulation(optimizer: Any, steps: int) -> Any:
             "optimizer, before model.compile()/fit()."
         )
     config = optimizer.get_config()
+    steps = gradient_accumulation_steps
     config["gradient_accumulation_steps"] = steps if steps > 1 else None
     return type(optimizer).from_config(config)

@@ -3,7 +3,7 @@
 Keras's dtype policy is global state (per thread in Keras 3): a policy set for one experiment
 silently applies to every model built afterwards. :func:`mixed_precision` can always put the
 previous one back. Which policy suits the hardware is decided in
-:mod:`tfthroughput.precision.rules`.
+:mod:`tfthroughput.precision.precision_recommendation`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfthroughput.precision.rules import (
+from tfthroughput.precision.precision_recommendation import (
     DeviceDescription,
     PrecisionRecommendation,
     recommend_precision,

@@ -61,7 +61,7 @@ def xla_compile_kwargs(enabled: bool | str = True) -> dict[str, bool]:
             raise ValueError(
                 f"`enabled` must be True, False or 'auto'. Received: enabled={enabled!r}"
             )
-        from tfthroughput.precision.rules import recommend_precision
+        from tfthroughput.precision.precision_recommendation import recommend_precision
 
         return {"jit_compile": recommend_precision().xla}
     if not isinstance(enabled, bool):
@@ -112,13 +112,13 @@ class JitChange:
 
 
 def _auto_clustering_enabled() -> bool:
-    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
+    tf = import_tensorflow("tfthroughput.precision.xla_auto_clustering")
 
     return tf.config.optimizer.get_jit() == "autoclustering"
 
 
 def _set_auto_clustering(enabled: bool) -> None:
-    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
+    tf = import_tensorflow("tfthroughput.precision.xla_auto_clustering")
 
     # `False`, not "": TensorFlow's documented off value.
     tf.config.optimizer.set_jit("autoclustering" if enabled else False)
@@ -134,7 +134,7 @@ def _cpu_clustering_flag_set(xla_flags: str) -> bool:
 
 
 def _warn_if_nothing_to_cluster() -> None:
-    tf = import_tensorflow("tfthroughput.xla_auto_clustering")
+    tf = import_tensorflow("tfthroughput.precision.xla_auto_clustering")
 
     if tf.config.list_physical_devices("GPU") or _cpu_clustering_flag_set(
         os.environ.get("TF_XLA_FLAGS", "")

@@ -159,7 +159,7 @@ def describe_devices() -> tuple[DeviceDescription, ...]:
     """
     from tfthroughput._optional import import_tensorflow
 
-    tf = import_tensorflow("tfthroughput.describe_devices")
+    tf = import_tensorflow("tfthroughput.precision.describe_devices")
     devices: list[DeviceDescription] = []
     for device in tf.config.list_physical_devices("TPU"):
         devices.append(DeviceDescription("TPU", device.name))

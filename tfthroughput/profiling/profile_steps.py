@@ -5,7 +5,7 @@ named ``train`` with ``step_num``), so a trace taken with ``keras.callbacks.Tens
 profile_batch=...)`` leaves TensorBoard's Profile tab without a step time: the overview says
 "No step marker observed" and the input-pipeline analyzer cannot attribute anything to input.
 This callback captures the steps it is given and marks each one as tf.keras 2 did; given a
-:class:`~tfthroughput.monitor.dip.DipTrigger`, it also captures steps when the GPU starves.
+:class:`~tfthroughput.profiling.DipTrigger`, it also captures steps when the GPU starves.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import keras
 from tfthroughput._optional import import_tensorflow
 from tfthroughput._validation import check_folder_name, check_writable_folder
 from tfthroughput.hardware.source import MonitoringWarning
-from tfthroughput.monitor.dip import DipTrigger
+from tfthroughput.profiling.dip_trigger import DipTrigger
 
 # Text tag of the entry written after each capture on a dip, in the run that holds the trace.
 CAPTURE_TAG = "profile/capture"
@@ -40,7 +40,7 @@ PROFILE_PLUGIN_MODULES = ("xprof", "tensorboard_plugin_profile")
 class _Capture:
     start: int
     stop: int
-    reason: str | None  # why a dip capture was taken; None for the `steps` window
+    reason: str | None  # why a dip capture was taken; None for the `step_range` window
 
 
 def profile_plugin_available() -> bool:
@@ -85,7 +85,7 @@ class ProfileSteps(keras.callbacks.Callback):
 
     Args:
         log_dir: TensorBoard log directory. Defaults to ``"logs"``.
-        steps: ``(start, stop)``: the first and last step to capture, ``0 < start <= stop``.
+        step_range: ``(start, stop)``: the first and last step to capture, ``0 < start <= stop``.
             Defaults to ``(10, 20)``, after the first steps' tracing and warm-up; with
             ``on_dip``, to no fixed window.
         run_name: Sub-directory of ``log_dir`` (the TensorBoard run) that holds the trace.
@@ -102,7 +102,7 @@ class ProfileSteps(keras.callbacks.Callback):
         TypeError, ValueError: For invalid arguments, naming the argument and value.
 
     Example:
-        >>> profile = ProfileSteps("logs/run1", steps=(10, 14))
+        >>> profile = ProfileSteps("logs/run1", step_range=(10, 14))
         >>> model.fit(dataset, epochs=2, callbacks=[profile])  # doctest: +SKIP
         >>> # tensorboard --logdir logs/run1, then the Profile tab
         >>> monitor = GPUMonitor("logs/run1", update_freq="30s")  # doctest: +SKIP
@@ -112,7 +112,7 @@ class ProfileSteps(keras.callbacks.Callback):
     def __init__(
         self,
         log_dir: str | os.PathLike = "logs",
-        steps: tuple[int, int] | None = None,
+        step_range: tuple[int, int] | None = None,
         *,
         run_name: str = "train",
         on_dip: DipTrigger | None = None,
@@ -134,9 +134,9 @@ class ProfileSteps(keras.callbacks.Callback):
             raise TypeError(f"`log_dir` must be a path. Received: log_dir={log_dir!r}")
         if on_dip is not None and not isinstance(on_dip, DipTrigger):
             raise TypeError(f"`on_dip` must be a DipTrigger or None. Received: on_dip={on_dip!r}")
-        if steps is None:
-            steps = None if on_dip is not None else DEFAULT_STEPS
-        self.steps = None if steps is None else _validate_steps(steps)
+        if step_range is None:
+            step_range = None if on_dip is not None else DEFAULT_STEPS
+        self.step_range = None if step_range is None else _validate_step_range(step_range)
         self.on_dip = on_dip
         check_folder_name("run_name", run_name)
         self.log_dir = os.fspath(log_dir)
@@ -161,7 +161,7 @@ class ProfileSteps(keras.callbacks.Callback):
         self._reset()
         first = self._optimizer_step() + 1
         self._first_step = self._epoch_first_step = first
-        self._fixed_done = self.steps is None or first > self.steps[1]
+        self._fixed_done = self.step_range is None or first > self.step_range[1]
         if self.on_dip is not None:
             self.on_dip.begin_fit()
         if not self._idle():
@@ -198,12 +198,12 @@ class ProfileSteps(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._stop_profiler()
-        if self.steps is not None and not self._ever_captured and not self._warned:
+        if self.step_range is not None and not self._ever_captured and not self._warned:
             last = self._optimizer_step()
             warnings.warn(
                 f"ProfileSteps captured no trace: this fit ran steps {self._first_step} to "
-                f"{last} and the window is steps {self.steps[0]} to {self.steps[1]} (steps "
-                "count the model's optimizer steps from 1).",
+                f"{last} and the window is steps {self.step_range[0]} to {self.step_range[1]} "
+                "(steps count the model's optimizer steps from 1).",
                 MonitoringWarning,
                 stacklevel=2,
             )
@@ -220,12 +220,12 @@ class ProfileSteps(keras.callbacks.Callback):
         self._first_step = self._epoch_first_step = 1
 
     def _idle(self) -> bool:
-        """Nothing left to capture in this fit: the `steps` window is past and no trigger."""
+        """Nothing left to capture in this fit: the `step_range` window is past and no trigger."""
         return self._fixed_done and self.on_dip is None
 
     def _next_capture(self, step: int) -> _Capture | None:
-        if not self._fixed_done and step + self._steps_per_execution() - 1 >= self.steps[0]:
-            return _Capture(self.steps[0], self.steps[1], None)
+        if not self._fixed_done and step + self._steps_per_execution() - 1 >= self.step_range[0]:
+            return _Capture(self.step_range[0], self.step_range[1], None)
         if self.on_dip is not None:
             reason = self.on_dip.poll()
             if reason is not None:
@@ -311,20 +311,20 @@ class ProfileSteps(keras.callbacks.Callback):
             )
 
 
-def _validate_steps(steps: object) -> tuple[int, int]:
+def _validate_step_range(step_range: object) -> tuple[int, int]:
     if (
-        not isinstance(steps, (tuple, list))
-        or len(steps) != 2
-        or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in steps)
+        not isinstance(step_range, (tuple, list))
+        or len(step_range) != 2
+        or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in step_range)
     ):
         raise TypeError(
-            "`steps` must be a pair of ints (start, stop): the first and last training step "
-            f"to profile, e.g. steps=(10, 20). Received: steps={steps!r}"
+            "`step_range` must be a pair of ints (start, stop): the first and last training step "
+            f"to profile, e.g. step_range=(10, 20). Received: step_range={step_range!r}"
         )
-    start, stop = int(steps[0]), int(steps[1])
+    start, stop = int(step_range[0]), int(step_range[1])
     if not 0 < start <= stop:
         raise ValueError(
-            "`steps` must be (start, stop) with 0 < start <= stop (steps count from 1; "
-            f"steps=(n, n) profiles one step). Received: steps={steps!r}"
+            "`step_range` must be (start, stop) with 0 < start <= stop (steps count from 1; "
+            f"step_range=(n, n) profiles one step). Received: step_range={step_range!r}"
         )
     return start, stop

@@ -12,7 +12,7 @@ import numbers
 from dataclasses import dataclass, replace
 
 from tfthroughput._validation import parse_duration
-from tfthroughput.hardware.window import WindowStats, merge_windows
+from tfthroughput.hardware.window_stats import WindowStats, merge_windows
 
 PER_EPOCH = "epoch"
 

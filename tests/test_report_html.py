@@ -13,8 +13,8 @@ from html.parser import HTMLParser
 import pytest
 from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
 
-from tfthroughput.monitor.run_report import compare_runs
-from tfthroughput.monitor.run_report_html import render_html, write_report
+from tfthroughput.report.html import render_html, write_report
+from tfthroughput.report.run_comparison import compare_runs
 
 
 class _Page(HTMLParser):
@@ -97,7 +97,7 @@ def test_missing_matplotlib_is_an_import_error_naming_the_extra(log_dir):
         f"""
         import sys
         sys.modules["matplotlib"] = None  # as if matplotlib were not installed
-        from tfthroughput.monitor.run_report_html import write_report
+        from tfthroughput.report.html import write_report
         try:
             write_report({str(log_dir)!r})
         except ImportError as error:

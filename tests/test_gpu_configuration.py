@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import tensorflow as tf
 
-from tfthroughput.precision.gpus import (
+from tfthroughput.precision.gpu_configuration import (
     GPUConfiguration,
     GPUsAlreadyInitializedError,
     _configure,
@@ -48,9 +48,9 @@ class FakeConfig:
         self.calls.append(("growth", device.name[-1], enable))
 
 
-def _run(config, memory_growth=True, memory_limit_mb=None, visible=None):
+def _run(config, memory_growth=True, memory_limit_mib=None, visible=None):
     return _configure(
-        config, memory_growth=memory_growth, memory_limit_mb=memory_limit_mb, visible=visible
+        config, memory_growth=memory_growth, memory_limit_mib=memory_limit_mib, visible=visible
     )
 
 
@@ -61,7 +61,7 @@ def test_no_gpu_is_safe_and_says_so():
     assert result == GPUConfiguration((), (), ())
     assert str(result) == "no GPU visible to TensorFlow: nothing configured"
     # Asking for GPU 0 or a limit without any GPU is harmless, too.
-    assert configure_gpus(memory_limit_mb=1024, visible=[0]) == GPUConfiguration((), (), ())
+    assert configure_gpus(memory_limit_mib=1024, visible=[0]) == GPUConfiguration((), (), ())
 
 
 def test_memory_growth_on_every_gpu():
@@ -70,7 +70,7 @@ def test_memory_growth_on_every_gpu():
     assert config.calls == [("growth", "0", True), ("growth", "1", True)]
     assert result.visible == ("/physical_device:GPU:0", "/physical_device:GPU:1")
     assert result.memory_growth == result.visible
-    assert result.memory_limits_mb == ()
+    assert result.memory_limits_mib == ()
 
 
 def test_visible_subset_is_set_first():
@@ -86,16 +86,16 @@ def test_visible_subset_is_set_first():
 
 def test_memory_limits_replace_growth_on_those_gpus():
     config = FakeConfig(2)
-    result = _run(config, memory_limit_mb={1: 4096})
+    result = _run(config, memory_limit_mib={1: 4096})
     assert config.calls == [("growth", "0", True), ("limit", "1", 4096)]
-    assert result.memory_limits_mb == (("/physical_device:GPU:1", 4096),)
+    assert result.memory_limits_mib == (("/physical_device:GPU:1", 4096),)
     assert str(result) == (
         "2 GPU(s) visible: /physical_device:GPU:0, /physical_device:GPU:1\n"
         "memory growth on: /physical_device:GPU:0\n"
-        "memory limit 4096 MB: /physical_device:GPU:1"
+        "memory limit 4096 MiB: /physical_device:GPU:1"
     )
     config = FakeConfig(2)
-    _run(config, memory_growth=False, memory_limit_mb=2048)
+    _run(config, memory_growth=False, memory_limit_mib=2048)
     assert config.calls == [("limit", "0", 2048), ("limit", "1", 2048)]
 
 
@@ -110,25 +110,25 @@ def test_arguments_are_validated():
         _run(FakeConfig(2), visible=[2])
     with pytest.raises(TypeError, match="Received: visible='0'"):
         _run(FakeConfig(2), visible="0")
-    with pytest.raises(ValueError, match="Received: memory_limit_mb=0"):
-        _run(FakeConfig(2), memory_limit_mb=0)
+    with pytest.raises(ValueError, match="Received: memory_limit_mib=0"):
+        _run(FakeConfig(2), memory_limit_mib=0)
     with pytest.raises(ValueError, match="names GPU 1, which is not visible"):
-        _run(FakeConfig(2), visible=[0], memory_limit_mb={1: 512})
+        _run(FakeConfig(2), visible=[0], memory_limit_mib={1: 512})
     with pytest.raises(TypeError, match="Received: memory_growth='yes'"):
         _run(FakeConfig(2), memory_growth="yes")
 
 
 # Each mistake, with the error it must raise on any machine, GPUs or not.
 BAD_ARGUMENTS = [
-    ({"memory_limit_mb": -5}, ValueError, "Received: memory_limit_mb=-5"),
-    ({"memory_limit_mb": 0}, ValueError, "Received: memory_limit_mb=0"),
-    ({"memory_limit_mb": {0: -1}}, ValueError, r"Received: memory_limit_mb=\{0: -1\}"),
-    ({"memory_limit_mb": "1024"}, TypeError, "Received: memory_limit_mb='1024'"),
-    ({"memory_limit_mb": 1.5}, TypeError, r"Received: memory_limit_mb=1\.5"),
-    ({"memory_limit_mb": True}, TypeError, "Received: memory_limit_mb=True"),
-    ({"memory_limit_mb": {0: "512"}}, TypeError, "Received: memory_limit_mb="),
-    ({"memory_limit_mb": {"0": 512}}, TypeError, "must use int GPU indices"),
-    ({"memory_limit_mb": {-1: 512}}, ValueError, "indices of 0 or more"),
+    ({"memory_limit_mib": -5}, ValueError, "Received: memory_limit_mib=-5"),
+    ({"memory_limit_mib": 0}, ValueError, "Received: memory_limit_mib=0"),
+    ({"memory_limit_mib": {0: -1}}, ValueError, r"Received: memory_limit_mib=\{0: -1\}"),
+    ({"memory_limit_mib": "1024"}, TypeError, "Received: memory_limit_mib='1024'"),
+    ({"memory_limit_mib": 1.5}, TypeError, r"Received: memory_limit_mib=1\.5"),
+    ({"memory_limit_mib": True}, TypeError, "Received: memory_limit_mib=True"),
+    ({"memory_limit_mib": {0: "512"}}, TypeError, "Received: memory_limit_mib="),
+    ({"memory_limit_mib": {"0": 512}}, TypeError, "must use int GPU indices"),
+    ({"memory_limit_mib": {-1: 512}}, ValueError, "indices of 0 or more"),
     ({"visible": [-1]}, ValueError, r"indices of 0 or more\. Received: visible=\[-1\]"),
     ({"visible": [0.0]}, TypeError, r"Received: visible=\[0\.0\]"),
     ({"visible": [True]}, TypeError, "must use int GPU indices"),

@@ -20,20 +20,23 @@ thread reads when it ends a window.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 from tfthroughput.hardware.sampler import SampleKey, Sampler
-from tfthroughput.hardware.window import WindowStats
-from tfthroughput.monitor.cluster import ClusterExchange
+from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.dashboard import hardware_layout
+from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
 from tfthroughput.monitor.events import (
     EventWriter,
     energy_joules,
     epoch_figures,
     hardware_scalars,
+    overstated_utilization_warning,
     window_scalars,
 )
-from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, Window
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
@@ -123,12 +126,15 @@ class LiveRun:
             if self._clock() - windows.window_start >= seconds:
                 self._cut(self.last_step, sample_now=False)
 
-    def end_epoch(self, epoch: int, steps: int | None) -> tuple[WindowStats, float | None]:
-        """End the epoch in progress; ``steps`` is how many it took, if known.
+    def end_epoch(self, epoch: int, steps: int | None) -> tuple[WindowStats, dict[str, float]]:
+        """End the epoch in progress, all of it: cut its last window, write its statistics and
+        figures, warn (once per fit) where GPU-Util overstates the work, and hand the epoch to
+        the cluster exchange; ``steps`` is how many it took, if known.
 
         Returns:
-            The statistics of all its samples, and its wall seconds (None if it was never
-            begun: hooks driven by hand without ``on_epoch_begin``).
+            The statistics of all its samples, and its figures (seconds, steps/s, examples/s,
+            energy; only those known: no seconds if it was never begun, as with hooks driven by
+            hand without ``on_epoch_begin``).
         """
         with self._lock:
             windows, self.windows = self.windows, None
@@ -142,7 +148,13 @@ class LiveRun:
             self._publish(windows.cut(stats, now, step))
             epoch_stats = windows.epoch_stats()
             self._show_in_layout(epoch_stats, force=True)
-        return epoch_stats, (now - windows.start if begun else None)
+        seconds = now - windows.start if begun else None
+        figures = epoch_figures(seconds, steps, self.batch_size, joules=energy_joules(epoch_stats))
+        self.write_epoch(epoch, epoch_stats, figures)
+        self._warn_if_utilization_overstates(epoch_stats, epoch)
+        if self.cluster is not None:  # every worker, every epoch: the others wait for it
+            self.cluster.epoch_end(epoch, epoch_stats, figures.get("seconds"))
+        return epoch_stats, figures
 
     def write_epoch(self, epoch: int, stats: WindowStats, figures: Mapping[str, float]) -> None:
         self.writer.write(epoch, hardware_scalars(stats, self._statistics, figures))
@@ -161,6 +173,15 @@ class LiveRun:
         self.writer.close()
         if self.cluster is not None:
             self.cluster.close()
+
+    def _warn_if_utilization_overstates(self, stats: WindowStats, epoch: int) -> None:
+        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
+        if self.warned_overstated_utilization:
+            return
+        message = overstated_utilization_warning(stats, epoch)
+        if message is not None:
+            self.warned_overstated_utilization = True
+            warnings.warn(message, MonitoringWarning, stacklevel=4)
 
     def windows_since(self, index: int) -> tuple[Window, ...]:
         return tuple(window for window in self.recent if window.index >= index)

@@ -1,4 +1,4 @@
-"""A :class:`~tfthroughput.monitor.run_report.RunComparison` as one self-contained HTML file.
+"""A :class:`~tfthroughput.report.run_comparison.RunComparison` as one self-contained HTML file.
 
 Charts are drawn with matplotlib (the ``report`` extra) without pyplot, so no global state or
 display is touched, and embedded as base64 PNG: the file opens offline and can be mailed.
@@ -11,7 +11,7 @@ import html
 import io
 import os
 
-from tfthroughput.monitor.run_report import QUANTITIES, Quantity, RunComparison, compare_runs
+from tfthroughput.report.run_comparison import QUANTITIES, Quantity, RunComparison, compare_runs
 
 REPORT_FILE_NAME = "report.html"
 
@@ -43,7 +43,7 @@ def render_html(comparison: RunComparison) -> str:
     """The whole report page: runs, the table of medians, per-epoch charts and diagnoses.
 
     Args:
-        comparison: What :func:`~tfthroughput.monitor.run_report.compare_runs` read.
+        comparison: What :func:`~tfthroughput.report.run_comparison.compare_runs` read.
 
     Returns:
         The page, one HTML document with its charts embedded as base64 PNG.
@@ -76,7 +76,7 @@ def write_html(comparison: RunComparison, output: str | os.PathLike | None = Non
     """Write the report page for ``comparison``.
 
     Args:
-        comparison: What :func:`~tfthroughput.monitor.run_report.compare_runs` read.
+        comparison: What :func:`~tfthroughput.report.run_comparison.compare_runs` read.
         output: The file to write. Defaults to ``<log_dir>/report.html``.
 
     Returns:
@@ -104,7 +104,7 @@ def write_report(log_dir: str | os.PathLike, output: str | os.PathLike | None = 
     Raises:
         ImportError: If matplotlib is not installed (checked before anything is read).
         FileNotFoundError, NotADirectoryError, ValueError: See
-            :func:`~tfthroughput.monitor.run_report.compare_runs`.
+            :func:`~tfthroughput.report.run_comparison.compare_runs`.
         OSError: If the file cannot be written.
 
     Example:

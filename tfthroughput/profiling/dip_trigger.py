@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from tfthroughput._validation import check_positive_int, parse_duration
-from tfthroughput.monitor.windows import Window
+from tfthroughput.monitor.epoch_windows import Window
 
 
 class DipTrigger:

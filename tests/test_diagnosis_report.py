@@ -8,8 +8,8 @@ import os
 import pytest
 import tensorflow as tf
 
+from tfthroughput.diagnosis.diagnosis_report import TENSORBOARD_TAGS, DiagnosisReport
 from tfthroughput.diagnosis.recommendations import Recommendation
-from tfthroughput.diagnosis.report import TENSORBOARD_TAGS, DiagnosisReport
 from tfthroughput.diagnosis.verdict import INPUT_BOUND, DiagnosisThresholds
 
 
@@ -85,8 +85,8 @@ def test_sm_activity_is_shown_beside_gpu_util_where_measured():
     assert "GPU utilization: 24% during (c)\n" in str(_report(gpu=23.6))
 
 
-def _read_events(logdir):
-    (path,) = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
+def _read_events(log_dir):
+    (path,) = glob.glob(os.path.join(log_dir, "events.out.tfevents.*"))
     found = {}
     for event in tf.compat.v1.train.summary_iterator(path):
         for value in event.summary.value:
@@ -118,7 +118,7 @@ def test_tensorboard_skips_unmeasured_gpu(tmp_path):
 
 
 def test_tensorboard_guards(tmp_path):
-    with pytest.raises(TypeError, match="`logdir` must be a folder path. Received: logdir=5"):
+    with pytest.raises(TypeError, match="`log_dir` must be a folder path. Received: log_dir=5"):
         _report().write_to_tensorboard(5)
     with pytest.raises(TypeError, match="`step` must be an int. Received: step=1.5"):
         _report().write_to_tensorboard(str(tmp_path), step=1.5)

@@ -3,7 +3,7 @@ per window inside an epoch.
 
 The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`, turning
 statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, an epoch's
-windows in :mod:`tfthroughput.monitor.windows`, watching the ``fit`` in
+windows in :mod:`tfthroughput.monitor.epoch_windows`, watching the ``fit`` in
 :mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
 
 Its one batch hook, ``on_train_batch_end``, is ``async_safe``: on the backends where Keras
@@ -13,7 +13,7 @@ line and converts the step's logs to numbers anyway, so the hook adds only its o
 instructions. With ``update_freq="epoch"`` (the default) it returns at once.
 
 The step a time-based window is written at also comes from that hook, not from the sampler
-thread: see :mod:`tfthroughput.monitor.live`.
+thread: see :mod:`tfthroughput.monitor.live_run`.
 """
 
 from __future__ import annotations
@@ -32,19 +32,17 @@ from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import Sampler, validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.window import WindowStats
-from tfthroughput.monitor.cluster import ClusterExchange
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.cluster_exchange import ClusterExchange
+from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.monitor.events import (
     EventWriter,
-    energy_joules,
-    epoch_figures,
     logs_entries,
-    overstated_utilization_warning,
 )
 from tfthroughput.monitor.fit_watch import find_fit
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
 from tfthroughput.monitor.input_activity import InputActivitySource
-from tfthroughput.monitor.live import LiveRun
+from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
     check_log_dir,
@@ -54,7 +52,6 @@ from tfthroughput.monitor.settings import (
 )
 from tfthroughput.monitor.steps import optimizer_steps
 from tfthroughput.monitor.strategy import find_placement, global_batch_size
-from tfthroughput.monitor.windows import Window
 
 
 class GPUMonitor(keras.callbacks.Callback):
@@ -108,7 +105,8 @@ class GPUMonitor(keras.callbacks.Callback):
             duration with its unit, ``"30s"``, ``"5min"``, ``"1h"`` (cut on the sampler thread
             after the first sample past the duration, once a step has been taken; at least
             ``interval``). The epoch's end ends the last window. Defaults to ``"epoch"``.
-        metrics: Metric names to sample (see ``tfthroughput.hardware.metrics``); defaults to all.
+        hardware_metrics: Hardware metric names to sample (see ``tfthroughput.hardware.metrics``);
+            defaults to all. (Named apart from Keras's ``compile(metrics=...)``.)
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
         batch_size: Examples per step across every replica (the global batch), for
             ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
@@ -143,7 +141,7 @@ class GPUMonitor(keras.callbacks.Callback):
         interval: float = 1.0,
         *,
         update_freq: int | str = "epoch",
-        metrics: Iterable[str] | None = None,
+        hardware_metrics: Iterable[str] | None = None,
         statistics: Sequence[str] = LOGGED_STATISTICS,
         batch_size: int | None = None,
         update_logs: bool = False,
@@ -156,7 +154,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self.interval = validate_interval(interval)
         self._update = check_update_freq(update_freq, self.interval)
         self.update_freq = update_freq
-        self.metrics = validate_metric_names(metrics)
+        self.hardware_metrics = validate_metric_names(hardware_metrics, "hardware_metrics")
         self.statistics = check_statistics(statistics)
         self.batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
         self.update_logs = check_bool("update_logs", update_logs)
@@ -193,7 +191,7 @@ class GPUMonitor(keras.callbacks.Callback):
                 MonitoringWarning,
                 stacklevel=2,
             )
-        factory = self._source_factory or (lambda: default_sources(self.metrics))
+        factory = self._source_factory or (lambda: default_sources(self.hardware_metrics))
         training = LiveRun(
             writer,
             update=self._update,
@@ -243,13 +241,7 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
-        steps = self._steps_this_epoch()
-        stats, seconds = training.end_epoch(epoch, steps)
-        figures = epoch_figures(seconds, steps, training.batch_size, joules=energy_joules(stats))
-        training.write_epoch(epoch, stats, figures)
-        self._warn_if_utilization_overstates(training, stats, epoch)
-        if training.cluster is not None:  # every worker, every epoch: the others wait for it
-            training.cluster.epoch_end(epoch, stats, figures.get("seconds"))
+        stats, figures = training.end_epoch(epoch, self._steps_this_epoch())
         if self.update_logs and logs is not None:
             logs.update(logs_entries(stats, figures))
 
@@ -326,23 +318,12 @@ class GPUMonitor(keras.callbacks.Callback):
             return now - self._iterations_at_epoch_start
         return self.params.get("steps") if self.params else None
 
-    def _warn_if_utilization_overstates(
-        self, training: LiveRun, stats: WindowStats, epoch: int
-    ) -> None:
-        """Once per fit: GPU-Util far above SM activity means tiny kernels, not real work."""
-        if training.warned_overstated_utilization:
-            return
-        message = overstated_utilization_warning(stats, epoch)
-        if message is not None:
-            training.warned_overstated_utilization = True
-            warnings.warn(message, MonitoringWarning, stacklevel=3)
-
     def _selected(self, stats: WindowStats) -> WindowStats:
-        if self.metrics is None:
+        if self.hardware_metrics is None:
             return stats
         # The input-activity source exists only for the cluster exchange: always kept.
         return stats.only(
-            lambda key: key.metric in self.metrics or key.source == INPUT_ACTIVITY_SOURCE
+            lambda key: key.metric in self.hardware_metrics or key.source == INPUT_ACTIVITY_SOURCE
         )
 
     def _window_tick(self, training: LiveRun) -> None:

@@ -4,7 +4,7 @@ import pytest
 
 from tfthroughput.hardware.source import Increment, TimedSamples
 from tfthroughput.hardware.stats import MetricStats, summarize
-from tfthroughput.hardware.window import SampleKey, SampleStore, WindowTotal, check_reading
+from tfthroughput.hardware.window_stats import SampleKey, SampleStore, WindowTotal, check_reading
 
 UTIL = SampleKey("gpu0", "utilization_percent")
 POWER = SampleKey("gpu0", "power_watts")

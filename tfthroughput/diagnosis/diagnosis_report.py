@@ -193,22 +193,22 @@ class DiagnosisReport:
             ]
         return "\n".join(lines)
 
-    def write_to_tensorboard(self, logdir: str, *, step: int = 0) -> None:
+    def write_to_tensorboard(self, log_dir: str, *, step: int = 0) -> None:
         """Write the report to a TensorBoard log folder.
 
         The markdown report goes to the text tab under ``diagnosis/report``; the numbers go
         to scalars (tags and units in :data:`TENSORBOARD_TAGS`).
 
         Args:
-            logdir: Folder for the event file (created if missing), e.g. the ``log_dir`` of
+            log_dir: Folder for the event file (created if missing), e.g. the ``log_dir`` of
                 ``keras.callbacks.TensorBoard``.
             step: The step to write at. Defaults to ``0``.
 
         Raises:
-            TypeError: If ``logdir`` is not a string/path or ``step`` not an int.
+            TypeError: If ``log_dir`` is not a string/path or ``step`` not an int.
         """
-        if not isinstance(logdir, (str, os.PathLike)):
-            raise TypeError(f"`logdir` must be a folder path. Received: logdir={logdir!r}")
+        if not isinstance(log_dir, (str, os.PathLike)):
+            raise TypeError(f"`log_dir` must be a folder path. Received: log_dir={log_dir!r}")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"`step` must be an int. Received: step={step!r}")
         tf = import_tensorflow("DiagnosisReport.write_to_tensorboard")
@@ -223,7 +223,7 @@ class DiagnosisReport:
             scalars["diagnosis/gpu_utilization_percent"] = self.gpu_utilization_percent
         if self.sm_activity_percent is not None:
             scalars["diagnosis/sm_activity_percent"] = self.sm_activity_percent
-        writer = tf.summary.create_file_writer(os.fspath(logdir))
+        writer = tf.summary.create_file_writer(os.fspath(log_dir))
         try:
             with writer.as_default():
                 tf.summary.text("diagnosis/report", self.to_markdown(), step=step)

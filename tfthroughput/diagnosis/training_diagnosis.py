@@ -15,11 +15,11 @@ import tensorflow as tf
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
 from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
+from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
-from tfthroughput.diagnosis._state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
 from tfthroughput.diagnosis.recommendations import SPEED_RULES, recommendations
-from tfthroughput.diagnosis.report import DiagnosisReport
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
     INPUT_BOUND,
@@ -71,7 +71,7 @@ def diagnose(
     :func:`tfthroughput.lint_pipeline`, so a parallel map, a cache or a prefetch it already has
     is not recommended again; its findings that cost throughput become recommendations naming
     their stage; when the input is the limit and the lint finds nothing, the pipeline runs
-    ``steps`` more batches under the profiler (:func:`tfthroughput.measure_pipeline`) and the
+    ``steps`` more batches under the profiler (:func:`tfthroughput.data.measure_pipeline`) and the
     stage with the largest share of the work is named. Mixed precision and XLA are
     recommended only where :func:`tfthroughput.recommend_precision` recommends them for the
     hardware at hand (no XLA advice on a CPU, where it is not recommended).
@@ -109,12 +109,12 @@ def diagnose(
             ``None``: not measured.
         clock: Seconds-returning clock, injectable for tests. Defaults to
             ``time.perf_counter``.
-        precision: The :class:`~tfthroughput.PrecisionRecommendation` to agree with.
+        precision: The :class:`~tfthroughput.precision.PrecisionRecommendation` to agree with.
             Defaults to ``None``: ``recommend_precision()`` for the devices TensorFlow sees.
 
     Returns:
-        A frozen :class:`~tfthroughput.diagnosis.report.DiagnosisReport`. ``print(report)``
-        shows it; ``report.to_markdown()`` and ``report.write_to_tensorboard(logdir)`` export it.
+        A frozen :class:`~tfthroughput.diagnosis.DiagnosisReport`. ``print(report)`` shows it;
+        ``report.to_markdown()`` and ``report.write_to_tensorboard(log_dir)`` export it.
 
     Raises:
         TypeError: If ``model`` is not a Keras model, ``dataset`` not a ``tf.data.Dataset``,

@@ -20,10 +20,10 @@ import os
 import warnings
 from collections.abc import Callable, Collection
 
-from tfthroughput.hardware.devices import GPUDevice
 from tfthroughput.hardware.energy import EnergyQuery
 from tfthroughput.hardware.gpm import GPM_METRICS, GPMActivity
 from tfthroughput.hardware.gpu_buffer import BufferedQuery, SampleBuffer
+from tfthroughput.hardware.gpu_devices import GPUDevice
 from tfthroughput.hardware.metrics import GPU_METRICS
 from tfthroughput.hardware.source import MonitoringWarning, Reading, SourceLost, TimedSamples
 
@@ -46,7 +46,7 @@ class NVMLGPUSource:
 
     Args:
         pynvml: The initialised ``pynvml`` module (see ``tfthroughput.hardware.nvml.nvml``).
-        device: The GPU, as listed by ``tfthroughput.hardware.devices.visible_gpus``.
+        device: The GPU, as listed by ``tfthroughput.hardware.gpu_devices.visible_gpus``.
         metrics: Metric names to report; ``None`` reports all GPU metrics available.
     """
 

@@ -2,7 +2,7 @@
 
 Event files are read with TensorBoard's own reader (``EventAccumulator``), which needs no
 TensorFlow: without it TensorBoard falls back to its pure-Python stub. What is read becomes a
-frozen :class:`RunComparison`; drawing it is :mod:`tfthroughput.monitor.run_report_html`'s job.
+frozen :class:`RunComparison`; drawing it is :mod:`tfthroughput.report.html`'s job.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tfthroughput.hardware.metrics import ALL_METRICS
 
 # GPUMonitor's default `run_name`: such a run is named after the folder that holds it.
 MONITOR_RUN_NAME = "hardware"
-# The text tag DiagnosisReport.write_to_tensorboard writes (tfthroughput.diagnosis.report).
+# The text tag DiagnosisReport.write_to_tensorboard writes.
 DIAGNOSIS_TAG = "diagnosis/report"
 _HARDWARE_TAG = re.compile(
     r"^((gpu\d+|host)/\w+/(mean|min|max|p95)|epoch/(seconds|steps_per_second|examples_per_second))$"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tfthroughput.precision.rules import (
+from tfthroughput.precision.precision_recommendation import (
     DeviceDescription,
     _read_cpu_flags,
     describe_devices,
@@ -155,7 +155,7 @@ class Block:
         return None
 
 sys.meta_path.insert(0, Block())
-from tfthroughput.precision.rules import DeviceDescription, recommend_precision
+from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 
 print(recommend_precision([DeviceDescription("GPU", "T4", (7, 5))]).policy)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")))

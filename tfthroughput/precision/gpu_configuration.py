@@ -26,12 +26,12 @@ class GPUConfiguration:
         visible: Names of the physical GPUs left visible, e.g.
             ``("/physical_device:GPU:0",)``; empty when there is no GPU.
         memory_growth: Names of the visible GPUs whose memory grows on demand.
-        memory_limits_mb: ``(name, megabytes)`` for each visible GPU given a memory limit.
+        memory_limits_mib: ``(name, MiB)`` for each visible GPU given a memory limit.
     """
 
     visible: tuple[str, ...]
     memory_growth: tuple[str, ...]
-    memory_limits_mb: tuple[tuple[str, int], ...]
+    memory_limits_mib: tuple[tuple[str, int], ...]
 
     def __str__(self) -> str:
         if not self.visible:
@@ -39,15 +39,15 @@ class GPUConfiguration:
         lines = [f"{len(self.visible)} GPU(s) visible: {', '.join(self.visible)}"]
         if self.memory_growth:
             lines.append(f"memory growth on: {', '.join(self.memory_growth)}")
-        for name, limit in self.memory_limits_mb:
-            lines.append(f"memory limit {limit} MB: {name}")
+        for name, limit in self.memory_limits_mib:
+            lines.append(f"memory limit {limit} MiB: {name}")
         return "\n".join(lines)
 
 
 def configure_gpus(
     memory_growth: bool = True,
     *,
-    memory_limit_mb: int | Mapping[int, int] | None = None,
+    memory_limit_mib: int | Mapping[int, int] | None = None,
     visible: Sequence[int] | None = None,
 ) -> GPUConfiguration:
     """Configure TensorFlow's GPUs; call it first thing, before TensorFlow uses them.
@@ -60,8 +60,8 @@ def configure_gpus(
     Args:
         memory_growth: Defaults to ``True``: let memory grow on demand on every visible GPU
             that is not given a memory limit (TensorFlow cannot do both on one GPU).
-        memory_limit_mb: Defaults to ``None``: no limit. An int limits every visible GPU, in
-            megabytes; a mapping ``{gpu_index: megabytes}`` limits only those GPUs.
+        memory_limit_mib: Defaults to ``None``: no limit. An int limits every visible GPU, in
+            MiB; a mapping ``{gpu_index: MiB}`` limits only those GPUs.
         visible: Defaults to ``None``: all GPUs stay visible. Otherwise the indices of the
             physical GPUs TensorFlow may use, e.g. ``[0]``; others are hidden.
 
@@ -88,7 +88,7 @@ def configure_gpus(
     return _configure(
         tf.config,
         memory_growth=memory_growth,
-        memory_limit_mb=memory_limit_mb,
+        memory_limit_mib=memory_limit_mib,
         visible=visible,
     )
 
@@ -97,14 +97,14 @@ def _configure(
     config: Any,
     *,
     memory_growth: bool,
-    memory_limit_mb: int | Mapping[int, int] | None,
+    memory_limit_mib: int | Mapping[int, int] | None,
     visible: Sequence[int] | None,
 ) -> GPUConfiguration:
     """The work of :func:`configure_gpus` against a ``tf.config``-like object."""
     check_bool("memory_growth", memory_growth)
     gpus = list(config.list_physical_devices("GPU"))
     indices = _check_visible(visible, len(gpus))
-    limits = _check_limits(memory_limit_mb, indices, len(gpus))
+    limits = _check_limits(memory_limit_mib, indices, len(gpus))
     if not gpus:
         return GPUConfiguration((), (), ())
     chosen = [gpus[i] for i in indices]
@@ -127,7 +127,7 @@ def _configure(
     return GPUConfiguration(
         visible=tuple(gpu.name for gpu in chosen),
         memory_growth=tuple(grown),
-        memory_limits_mb=tuple(limited),
+        memory_limits_mib=tuple(limited),
     )
 
 
@@ -161,33 +161,33 @@ def _check_visible(visible: Sequence[int] | None, count: int) -> list[int]:
 
 
 def _check_limits(
-    memory_limit_mb: int | Mapping[int, int] | None, indices: list[int], count: int
+    memory_limit_mib: int | Mapping[int, int] | None, indices: list[int], count: int
 ) -> dict[int, int]:
     """The limit per visible GPU index; checked in full even without a GPU to apply it to."""
-    if memory_limit_mb is None:
+    if memory_limit_mib is None:
         return {}
-    per_gpu = isinstance(memory_limit_mb, Mapping)
+    per_gpu = isinstance(memory_limit_mib, Mapping)
     if per_gpu:
-        for index in memory_limit_mb:
-            _check_gpu_index("memory_limit_mb", memory_limit_mb, index)
-    for limit in memory_limit_mb.values() if per_gpu else [memory_limit_mb]:
+        for index in memory_limit_mib:
+            _check_gpu_index("memory_limit_mib", memory_limit_mib, index)
+    for limit in memory_limit_mib.values() if per_gpu else [memory_limit_mib]:
         expected = (
-            "`memory_limit_mb` must be a positive int (megabytes) or a mapping of GPU index to "
-            f"one. Received: memory_limit_mb={memory_limit_mb!r}"
+            "`memory_limit_mib` must be a positive int (MiB) or a mapping of GPU index to "
+            f"one. Received: memory_limit_mib={memory_limit_mib!r}"
         )
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(expected)
         if limit <= 0:
             raise ValueError(expected)
     if not per_gpu:
-        return {index: memory_limit_mb for index in indices}
-    for index in memory_limit_mb:
+        return {index: memory_limit_mib for index in indices}
+    for index in memory_limit_mib:
         if count and index not in indices:
             raise ValueError(
-                f"`memory_limit_mb` names GPU {index}, which is not visible (visible: "
-                f"{indices}). Received: memory_limit_mb={memory_limit_mb!r}"
+                f"`memory_limit_mib` names GPU {index}, which is not visible (visible: "
+                f"{indices}). Received: memory_limit_mib={memory_limit_mib!r}"
             )
-    return dict(memory_limit_mb)
+    return dict(memory_limit_mib)
 
 
 def _check_gpu_index(name: str, value: object, index: object) -> None:

@@ -17,9 +17,9 @@ from tfthroughput import DipTrigger, GPUMonitor, ProfileSteps
 from tfthroughput.demo import COMPARISON_TAG
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
-from tfthroughput.monitor.profiling import CAPTURE_TAG
-from tfthroughput.monitor.run_report import DIAGNOSIS_TAG
-from tfthroughput.monitor.windows import Window
+from tfthroughput.monitor.epoch_windows import Window
+from tfthroughput.profiling.profile_steps import CAPTURE_TAG
+from tfthroughput.report.run_comparison import DIAGNOSIS_TAG
 
 GPU_UTIL = SampleKey("gpu0", "utilization_percent")
 
@@ -146,8 +146,8 @@ def test_profile_steps_takes_only_a_dip_trigger():
     with pytest.raises(TypeError, match="`on_dip` must be a DipTrigger or None"):
         ProfileSteps(on_dip="low")
     profile = ProfileSteps(on_dip=DipTrigger(GPUMonitor()))
-    assert profile.steps is None  # no fixed window unless asked for
-    assert ProfileSteps().steps == (10, 20)
+    assert profile.step_range is None  # no fixed window unless asked for
+    assert ProfileSteps().step_range == (10, 20)
 
 
 def test_the_readme_lists_the_text_tags():

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from monitored_runs import DIAGNOSIS, medians_from_event_files, write_monitored_runs
 
-from tfthroughput.monitor.run_report import QUANTITIES, compare_runs
+from tfthroughput.report.run_comparison import QUANTITIES, compare_runs
 
 EXPECTED_TAGS = [
     "gpu0/utilization_percent/mean",
@@ -95,7 +95,7 @@ def test_reading_needs_no_tensorflow(log_dir):
         f"""
         import json, sys
         sys.modules["tensorflow"] = None  # TensorBoard falls back to its own stub
-        from tfthroughput.monitor.run_report import compare_runs
+        from tfthroughput.report.run_comparison import compare_runs
         comparison = compare_runs({str(log_dir)!r})
         print(json.dumps({{row.tag: row.medians for row in comparison.rows}}))
         print("tensorflow" in sys.modules and sys.modules["tensorflow"] is not None)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.hardware.devices import resolve_visible
+from tfthroughput.hardware.gpu_devices import resolve_visible
 
 UUIDS = [
     "GPU-aaaa1111-0000-0000-0000-000000000000",

@@ -28,7 +28,7 @@ def test_real_gpus_are_sampled_with_plausible_values():
 
 
 def test_visible_devices_follow_cuda_visible_devices(monkeypatch):
-    from tfthroughput.hardware.devices import visible_gpus
+    from tfthroughput.hardware.gpu_devices import visible_gpus
     from tfthroughput.hardware.nvml import nvml
 
     pynvml = nvml()

@@ -18,8 +18,8 @@ from fits import fit, tiny_model
 from tfthroughput import GPUMonitor
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
-from tfthroughput.hardware.window import WindowStats, WindowTotal, merge_windows
-from tfthroughput.monitor.windows import EpochWindows, UpdateFrequency, parse_update_freq
+from tfthroughput.hardware.window_stats import WindowStats, WindowTotal, merge_windows
+from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, parse_update_freq
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from fake_nvml import ENV_VARS
 from loopback_cluster import run_cluster
 
 from tfthroughput import MonitoringWarning
-from tfthroughput.monitor.cluster import ClusterExchange, all_gather_rows
+from tfthroughput.monitor.cluster_exchange import ClusterExchange, all_gather_rows
 from tfthroughput.monitor.strategy import Placement
 
 REPO = Path(__file__).resolve().parents[1]

@@ -66,7 +66,7 @@ def _shown_steps(run_dir) -> list[str]:
 
 
 def test_each_captured_step_is_marked_and_timed_in_the_overview(tmp_path):
-    profile = ProfileSteps(tmp_path, steps=(3, 7))
+    profile = ProfileSteps(tmp_path, step_range=(3, 7))
     _fit(_model(), _dataset(8), profile, epochs=2)
 
     assert profile.traced_steps == (3, 4, 5, 6, 7)
@@ -81,14 +81,14 @@ def test_each_captured_step_is_marked_and_timed_in_the_overview(tmp_path):
 
 def test_steps_count_optimizer_steps_across_epochs_and_fits(tmp_path):
     model = _model()
-    first = ProfileSteps(tmp_path / "first", steps=(4, 9))
+    first = ProfileSteps(tmp_path / "first", step_range=(4, 9))
     _fit(model, _dataset(6), first, epochs=2, validation_data=_dataset(2))  # steps 1-12
     # Six steps, across the epoch boundary and its validation; xprof leaves out the first and
     # the last.
     assert first.traced_steps == (4, 5, 6, 7, 8, 9)
     assert _shown_steps(tmp_path / "first/train") == ["train 5", "train 6", "train 7", "train 8"]
 
-    resumed = ProfileSteps(tmp_path / "resumed", steps=(14, 15))
+    resumed = ProfileSteps(tmp_path / "resumed", step_range=(14, 15))
     _fit(model, _dataset(6), resumed)  # steps 13-18
     assert resumed.traced_steps == (14, 15)
     assert _shown_steps(tmp_path / "resumed/train") == ["train 14", "train 15"]
@@ -100,7 +100,7 @@ def test_slow_input_map_is_attributed_to_input(tmp_path):
         x.set_shape([16])
         return x, y
 
-    profile = ProfileSteps(tmp_path, steps=(2, 5))
+    profile = ProfileSteps(tmp_path, step_range=(2, 5))
     _fit(_model(), _dataset(6, slow_decode), profile)
 
     analysis = _tool(tmp_path / "train", "input_pipeline_analyzer")
@@ -130,13 +130,13 @@ def test_keeps_asynchronous_dispatch_and_one_marker_per_execution(tmp_path):
     model.compile(
         "sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=2
     )
-    profile = ProfileSteps(tmp_path, steps=(4, 6))
+    profile = ProfileSteps(tmp_path, step_range=(4, 6))
     _fit(model, _dataset(8), profile)
     assert profile.traced_steps == (3, 5)  # the executions holding steps 3-4 and 5-6
 
 
 def test_a_window_the_fit_never_reaches_warns_and_writes_nothing(tmp_path):
-    profile = ProfileSteps(tmp_path, steps=(50, 60))
+    profile = ProfileSteps(tmp_path, step_range=(50, 60))
     with pytest.warns(MonitoringWarning, match="ran steps 1 to 8 and the window is steps 50"):
         _fit(_model(), _dataset(8), profile)
     assert profile.traced_steps == ()
@@ -146,7 +146,7 @@ def test_a_window_the_fit_never_reaches_warns_and_writes_nothing(tmp_path):
 def test_a_profiler_already_running_is_reported_and_training_goes_on(tmp_path):
     tf.profiler.experimental.start(str(tmp_path / "other"))
     try:
-        profile = ProfileSteps(tmp_path, steps=(2, 3))
+        profile = ProfileSteps(tmp_path, step_range=(2, 3))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             history = _fit(_model(), _dataset(4), profile, epochs=2)
@@ -164,20 +164,20 @@ def test_an_unwritable_log_dir_fails_before_training(tmp_path):
     with pytest.raises(
         ValueError, match="`log_dir` must be a folder this process can create and write to"
     ):
-        _fit(model, _dataset(2), ProfileSteps(blocker / "logs", steps=(1, 1)))
+        _fit(model, _dataset(2), ProfileSteps(blocker / "logs", step_range=(1, 1)))
     assert int(model.optimizer.iterations.numpy()) == 0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"steps": 5}, TypeError, "`steps` must be a pair of ints (start, stop)"),
-        ({"steps": (1, 2, 3)}, TypeError, "Received: steps=(1, 2, 3)"),
-        ({"steps": (1.0, 2)}, TypeError, "Received: steps=(1.0, 2)"),
-        ({"steps": (True, 2)}, TypeError, "Received: steps=(True, 2)"),
-        ({"steps": "10,20"}, TypeError, "Received: steps='10,20'"),
-        ({"steps": (0, 5)}, ValueError, "0 < start <= stop"),
-        ({"steps": (8, 3)}, ValueError, "Received: steps=(8, 3)"),
+        ({"step_range": 5}, TypeError, "`step_range` must be a pair of ints (start, stop)"),
+        ({"step_range": (1, 2, 3)}, TypeError, "Received: step_range=(1, 2, 3)"),
+        ({"step_range": (1.0, 2)}, TypeError, "Received: step_range=(1.0, 2)"),
+        ({"step_range": (True, 2)}, TypeError, "Received: step_range=(True, 2)"),
+        ({"step_range": "10,20"}, TypeError, "Received: step_range='10,20'"),
+        ({"step_range": (0, 5)}, ValueError, "0 < start <= stop"),
+        ({"step_range": (8, 3)}, ValueError, "Received: step_range=(8, 3)"),
         ({"log_dir": 3}, TypeError, "`log_dir` must be a path. Received: log_dir=3"),
         ({"run_name": ""}, ValueError, "`run_name` must be a non-empty folder name"),
         ({"run_name": "a/b"}, ValueError, "Received: run_name='a/b'"),
@@ -193,7 +193,7 @@ def test_another_keras_backend_is_refused_at_construction(monkeypatch):
     # TensorFlow installed but Keras on JAX: TensorFlow's profiler would see none of the steps.
     monkeypatch.setattr(keras.config, "backend", lambda: "jax")
     with pytest.raises(ValueError, match="sees only Keras's TensorFlow backend") as raised:
-        ProfileSteps("logs", steps=(1, 2))
+        ProfileSteps("logs", step_range=(1, 2))
     assert "Received: keras.config.backend()='jax'" in str(raised.value)
 
 
@@ -205,7 +205,7 @@ def test_missing_profile_plugin_is_a_clear_import_error_at_construction():
         sys.modules["tensorboard_plugin_profile"] = None
         from tfthroughput import ProfileSteps
         try:
-            ProfileSteps("logs", steps=(1, 2))
+            ProfileSteps("logs", step_range=(1, 2))
         except ImportError as error:
             print(error)
         """

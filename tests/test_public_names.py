@@ -1,0 +1,258 @@
+"""One word for one thing across the public API: the argument names of every public callable
+(top level and each subpackage's face) are pinned, and the naming rules hold for all of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+
+import pytest
+
+import tfthroughput
+
+FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis")
+
+# Public callable -> its parameter names, in order. A change here is an API change: update the
+# docs and the rules below with it.
+PINNED = {
+    "BatchSizeSearch": ("largest_fitting", "fastest", "trials", "reached_max", "complete"),
+    "BatchSizeTrial": ("batch_size", "fits", "examples_per_second", "reason", "memory_bytes"),
+    "benchmark_dataset": ("dataset", "num_batches", "batched", "clock"),
+    "build_pipeline": (
+        "source",
+        "batch_size",
+        "read_fn",
+        "labels",
+        "preprocess_fn",
+        "augment_fn",
+        "batch_fn",
+        "cache",
+        "shuffle_buffer",
+        "repeat",
+        "drop_remainder",
+        "deterministic",
+        "parallel_reads",
+        "ram_budget_mib",
+        "threadpool_size",
+        "seed",
+        "service",
+    ),
+    "check_mixed_precision_outputs": ("model", "strict"),
+    "compare_runs": ("log_dir",),
+    "configure_gpus": ("memory_growth", "memory_limit_mib", "visible"),
+    "DataService": ("address", "processing_mode", "job_name", "timeout"),
+    "DatasetBenchmark": (
+        "num_batches",
+        "num_elements",
+        "total_seconds",
+        "first_batch_seconds",
+        "first_batch_elements",
+    ),
+    "default_sources": ("metrics",),
+    "describe_devices": (),
+    "describe_pipeline": ("dataset", "measure"),
+    "DeviceDescription": ("kind", "name", "compute_capability", "cpu_flags"),
+    "diagnose": (
+        "model",
+        "dataset",
+        "steps",
+        "repeats",
+        "thresholds",
+        "utilization_probe",
+        "clock",
+        "precision",
+    ),
+    "DiagnosisReport": (
+        "batch_size",
+        "steps",
+        "repeats",
+        "input_batches_per_second",
+        "compute_batches_per_second",
+        "fit_batches_per_second",
+        "input_bound_fraction",
+        "verdict",
+        "recommendations",
+        "gpu_utilization_percent",
+        "thresholds",
+        "sm_activity_percent",
+    ),
+    "DiagnosisThresholds": (
+        "input_bound_fraction",
+        "compute_bound_fraction",
+        "launch_overhead_step_seconds",
+    ),
+    "DipTrigger": (
+        "monitor",
+        "threshold_percent",
+        "windows",
+        "steps",
+        "cooldown",
+        "warmup_epochs",
+        "clock",
+    ),
+    "discover_sources": ("metrics", "host"),
+    "Discovery": ("sources", "gpus_off", "skipped"),
+    "find_batch_size": (
+        "build_model",
+        "data",
+        "min_batch_size",
+        "max_batch_size",
+        "steps",
+        "max_trials",
+        "memory_limit_mib",
+        "trial",
+        "clock",
+    ),
+    "find_gpus": (),
+    "GPUConfiguration": ("visible", "memory_growth", "memory_limits_mib"),
+    "GPUDevice": ("index", "nvml_index", "uuid", "name", "mig_index"),
+    "GPUMonitor": (
+        "log_dir",
+        "interval",
+        "update_freq",
+        "hardware_metrics",
+        "statistics",
+        "batch_size",
+        "update_logs",
+        "run_name",
+        "sources",
+        "clock",
+    ),
+    "HostSource": ("metrics", "process", "clock"),
+    "jit_compile": ("fn", "fallback", "function_kwargs"),
+    "JitChange": ("previous", "current"),
+    "lint_pipeline": ("dataset",),
+    "LocalDataService": ("workers", "port", "worker_port", "host", "processes", "timeout"),
+    "loss_scale_optimizer": ("optimizer", "policy"),
+    "measure_pipeline": ("dataset", "num_batches", "log_dir"),
+    "Metric": ("name", "unit"),
+    "MetricStats": ("mean", "min", "max", "p95", "count", "samples"),
+    "mixed_precision": ("policy", "devices"),
+    "NVMLGPUSource": ("pynvml", "device", "metrics"),
+    "PipelineDescription": ("source", "stages", "options", "element_spec", "measurement"),
+    "PipelineLint": ("stages", "findings", "runtime"),
+    "PipelineMeasurement": ("num_batches", "seconds", "stages", "runtime"),
+    "PipelineStage": ("transformation", "function", "arguments", "reason"),
+    "PolicyChange": ("previous", "current", "recommendation", "_previous_policy"),
+    "PrecisionRecommendation": (
+        "policy",
+        "loss_scaling",
+        "xla",
+        "policy_reason",
+        "loss_scaling_reason",
+        "xla_reason",
+        "devices",
+    ),
+    "ProfileSteps": ("log_dir", "step_range", "run_name", "on_dip"),
+    "recommend_precision": ("devices",),
+    "Recommendation": ("action", "reason"),
+    "RunComparison": ("log_dir", "runs", "rows"),
+    "SampleKey": ("args", "kwargs"),
+    "Sampler": ("sources", "interval", "keep_running", "on_abandoned", "on_sample", "clock"),
+    "Source": ("args", "kwargs"),
+    "StageMeasurement": (
+        "iterator",
+        "path",
+        "datasets",
+        "positions",
+        "tuned",
+        "tuned_range",
+        "fixed",
+        "calls",
+        "busy_seconds",
+        "wait_seconds",
+        "share",
+    ),
+    "TimedSamples": ("args", "kwargs"),
+    "visible_gpus": ("pynvml",),
+    "WindowStats": ("stats", "start", "end", "buffer_samples", "totals"),
+    "with_gradient_accumulation": ("optimizer", "gradient_accumulation_steps"),
+    "write_report": ("log_dir", "output"),
+    "xla_auto_clustering": ("enabled",),
+    "xla_compile_kwargs": ("enabled",),
+}
+
+
+def public_signatures() -> dict[str, tuple[str, ...]]:
+    modules = [tfthroughput] + [importlib.import_module(f"tfthroughput.{face}") for face in FACES]
+    signatures: dict[str, tuple[str, ...]] = {}
+    for module in modules:
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value) and issubclass(value, BaseException):
+                continue
+            target = value.__init__ if inspect.isclass(value) else value
+            if name in signatures or not callable(value):
+                continue
+            parameters = inspect.signature(target).parameters
+            signatures[name] = tuple(p for p in parameters if p != "self")
+    return signatures
+
+
+def test_public_argument_names_are_pinned():
+    assert public_signatures() == PINNED
+
+
+def _all_parameters(signatures: dict[str, tuple[str, ...]]) -> set[tuple[str, str]]:
+    return {(name, parameter) for name, params in signatures.items() for parameter in params}
+
+
+MEMORY_QUANTITY = re.compile(r"(memory|ram)_(limit|budget)|_(mb|bytes|gb|gib)$")
+
+
+def naming_offences(
+    signatures: dict[str, tuple[str, ...]], results: frozenset[str] = frozenset()
+) -> list[str]:
+    """The rules: ``log_dir`` for a log folder, memory limits and budgets in MiB
+    (``..._mib``; ``results``, the frozen result types, report measured bytes and are left
+    out of this one), ``num_batches`` for a count of batches, and no ``metrics`` argument on a
+    Keras callback (it would read as Keras's ``compile(metrics=...)``)."""
+    offences = []
+    for name, parameter in sorted(_all_parameters(signatures)):
+        if parameter in {"logdir", "log_folder", "logs_dir"}:
+            offences.append(f"{name}({parameter}): say log_dir")
+        if (
+            name not in results
+            and MEMORY_QUANTITY.search(parameter)
+            and not parameter.endswith("_mib")
+        ):
+            offences.append(f"{name}({parameter}): memory arguments are in MiB, named ..._mib")
+        if parameter in {"batches", "n_batches", "batch_count"}:
+            offences.append(f"{name}({parameter}): say num_batches")
+    callbacks = {"GPUMonitor", "ProfileSteps", "DipTrigger"}
+    offences += [
+        f"{name}(metrics): clashes with Keras's compile(metrics=...)"
+        for name in sorted(callbacks & set(signatures))
+        if "metrics" in signatures[name]
+    ]
+    return offences
+
+
+def result_types() -> frozenset[str]:
+    modules = [importlib.import_module(f"tfthroughput.{face}") for face in FACES]
+    return frozenset(
+        name
+        for module in modules
+        for name in module.__all__
+        if dataclasses.is_dataclass(getattr(module, name))
+    )
+
+
+def test_public_arguments_follow_the_naming_rules():
+    assert naming_offences(public_signatures(), result_types()) == []
+
+
+@pytest.mark.parametrize(
+    ("signature", "offence"),
+    [
+        ({"measure_pipeline": ("dataset", "logdir")}, "measure_pipeline(logdir): say log_dir"),
+        ({"configure_gpus": ("memory_limit_mb",)}, "configure_gpus(memory_limit_mb)"),
+        ({"build_pipeline": ("ram_budget",)}, "build_pipeline(ram_budget)"),
+        ({"measure_pipeline": ("batches",)}, "measure_pipeline(batches): say num_batches"),
+        ({"GPUMonitor": ("log_dir", "metrics")}, "GPUMonitor(metrics): clashes"),
+    ],
+)
+def test_the_naming_rules_catch_the_old_names(signature, offence):
+    assert any(line.startswith(offence) for line in naming_offences(signature))
