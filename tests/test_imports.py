@@ -183,6 +183,7 @@ ALLOWED_ROOMS = {
     "profiling": {"hardware", "monitor"},
     "report": {"hardware", "monitor"},
     "diagnosis": {"hardware", "data", "precision", "monitor"},
+    "tuning": {"hardware", "data", "precision", "monitor", "diagnosis"},
     "tfthroughput": set(),
 }
 EVERYTHING = {"cli", "demo"}

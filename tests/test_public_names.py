@@ -12,11 +12,57 @@ import pytest
 
 import tfthroughput
 
-FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis")
+FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis", "tuning")
 
 # Public callable -> its parameter names, in order. A change here is an API change: update the
 # docs and the rules below with it.
 PINNED = {
+    "LossCheck": ("baseline_loss", "loss", "same_arithmetic", "tolerance"),
+    "TuneResult": (
+        "baseline",
+        "chosen",
+        "trials",
+        "seconds",
+        "time_budget",
+        "stopped_by_budget",
+        "pipeline_kwargs",
+        "notes",
+    ),
+    "TuneSetup": ("steps_per_execution", "jit_compile", "policy", "pipeline", "batch_size"),
+    "TuneTrial": (
+        "setup",
+        "label",
+        "status",
+        "examples_per_second",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "noise",
+        "warmup_seconds",
+        "memory_bytes",
+        "gpu_utilization",
+        "sm_activity",
+        "loss_check",
+        "reason",
+    ),
+    "tune": (
+        "build_model",
+        "data",
+        "batch_size",
+        "time_budget",
+        "steps",
+        "rounds",
+        "callbacks",
+        "precision",
+        "pipeline",
+        "xla",
+        "allow_batch_change",
+        "max_steps_per_execution",
+        "loss_tolerance",
+        "seed",
+        "log_dir",
+        "clock",
+    ),
     "BatchSizeSearch": ("largest_fitting", "fastest", "trials", "reached_max", "complete"),
     "BatchSizeTrial": ("batch_size", "fits", "examples_per_second", "reason", "memory_bytes"),
     "benchmark_dataset": ("dataset", "num_batches", "batched", "clock"),

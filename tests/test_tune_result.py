@@ -17,7 +17,7 @@ FAST = BASE.with_(steps_per_execution=32, jit_compile=True, pipeline=True)
 def result(chosen=FAST) -> TuneResult:
     check = LossCheck(0.5, 0.5000001, False, 0.05)
     trials = (
-        TuneTrial(BASE, "as given", "baseline", 1000.0, 1.0, compile_seconds=0.8),
+        TuneTrial(BASE, "as given", "baseline", 1000.0, 1.0, warmup_seconds=0.8),
         TuneTrial(
             FAST,
             FAST.changes_from(BASE),
@@ -27,7 +27,7 @@ def result(chosen=FAST) -> TuneResult:
             4.5,
             5.5,
             0.1,
-            compile_seconds=2.0,
+            warmup_seconds=2.0,
             memory_bytes=3 * 2**20,
             loss_check=check,
         ),

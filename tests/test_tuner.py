@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-from tfthroughput.precision.rules import DeviceDescription, recommend_precision
+from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
 from tfthroughput.tuning.result import BASELINE, FAILED, FASTER
 

@@ -1,14 +1,15 @@
 """Tuning: try the throughput fixes on the user's own model, keep the math, apply the winner.
 
-``tune`` is resolved lazily (PEP 562), with its result types, so importing this face imports
-neither Keras nor TensorFlow.
+``tune`` (also at the top level) measures ``steps_per_execution``, XLA, the dtype policy, the
+input pipeline and, if allowed, the batch size on fresh copies of a model, against the model
+as given, and returns a :class:`TuneResult`. Names resolve lazily (PEP 562).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfthroughput._lazy import lazy_exports
 
+# Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "LossCheck": "tfthroughput.tuning.loss_check",
     "TuneResult": "tfthroughput.tuning.result",
@@ -19,15 +20,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'tfthroughput.tuning' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from tfthroughput.precision.rules import (
+from tfthroughput.precision.precision_recommendation import (
     DeviceDescription,
     PrecisionRecommendation,
     _read_cpu_flags,

@@ -165,7 +165,7 @@ class Search:
                 runner.setup,
                 "as given: " + _describe(runner.setup),
                 BASELINE,
-                compile_seconds=runner.warmup_seconds,
+                warmup_seconds=runner.warmup_seconds,
                 memory_bytes=runner.memory_bytes,
                 reason="; ".join(runner.notes),
             )
@@ -320,7 +320,7 @@ class Search:
             ratio_low=comparison.ratio_low,
             ratio_high=comparison.ratio_high,
             noise=comparison.noise,
-            compile_seconds=runner.warmup_seconds,
+            warmup_seconds=runner.warmup_seconds,
             memory_bytes=runner.memory_bytes,
             gpu_utilization=comparison.gpu_utilization,
             sm_activity=comparison.sm_activity,

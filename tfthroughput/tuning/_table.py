@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tfthroughput.tuning.result import BASELINE, PROBE, TuneResult, TuneTrial
+from typing import Any
+
+from tfthroughput.tuning._status import BASELINE, PROBE
+
+# TuneResult and TuneTrial (tuning/result.py imports this module, so they are not imported).
+TuneResult = TuneTrial = Any
 
 
 def _ratio(trial: TuneTrial) -> str:
@@ -24,7 +29,7 @@ def _row(trial: TuneTrial, gpu: bool) -> list[str]:
         _optional(trial.examples_per_second, "{:,.0f}"),
         _ratio(trial),
         _optional(trial.noise, "{:.0%}"),
-        _optional(trial.compile_seconds, "{:.1f}"),
+        _optional(trial.warmup_seconds, "{:.1f}"),
         _optional(None if trial.memory_bytes is None else trial.memory_bytes / 2**20, "{:,.0f}"),
     ]
     if gpu:

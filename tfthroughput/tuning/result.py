@@ -6,16 +6,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importable from here
+    BASELINE,
+    FAILED,
+    FASTER,
+    NOT_FASTER,
+    PROBE,
+    REJECTED,
+    SLOWER,
+)
+from tfthroughput.tuning._table import render
 from tfthroughput.tuning.loss_check import LossCheck
 from tfthroughput.tuning.setup import TuneSetup
-
-BASELINE = "baseline"
-FASTER = "faster"
-NOT_FASTER = "within noise"
-SLOWER = "slower"
-FAILED = "failed"
-REJECTED = "loss diverges"
-PROBE = "probe"
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class TuneTrial:
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
         noise: The baseline's relative spread in the same rounds.
-        compile_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
+        warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
         memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
             the process's peak RSS over its start.
@@ -51,7 +53,7 @@ class TuneTrial:
     ratio_low: float | None = None
     ratio_high: float | None = None
     noise: float | None = None
-    compile_seconds: float | None = None
+    warmup_seconds: float | None = None
     memory_bytes: int | None = None
     gpu_utilization: float | None = None
     sm_activity: float | None = None
@@ -165,8 +167,6 @@ class TuneResult:
         return json.dumps(self.to_dict(), indent=1)
 
     def __str__(self) -> str:
-        from tfthroughput.tuning._table import render
-
         return render(self)
 
     def write_to_tensorboard(self, log_dir: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import check_positive_int
-from tfthroughput.precision.rules import PrecisionRecommendation
+from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import (
     check_builder,
     check_fraction,
@@ -91,7 +91,7 @@ def tune(
             ``steps_per_execution`` at 1; an integer ``update_freq`` bounds it. Defaults to
             ``None``.
         precision: ``None`` (default): what ``recommend_precision`` says for this machine's
-            devices; a :class:`~tfthroughput.precision.rules.PrecisionRecommendation` to use
+            devices; a :class:`~tfthroughput.precision.PrecisionRecommendation` to use
             instead; ``False``: do not try a policy.
         pipeline: Whether the input pipeline may be tried (TensorFlow backend). Defaults to
             ``True``.
