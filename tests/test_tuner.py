@@ -201,7 +201,8 @@ class StepClock:
         return self.now
 
 
-def test_the_time_budget_stops_the_search():
+def test_the_time_budget_stops_the_search(float32_policy):
+    keras.config.set_dtype_policy("mixed_bfloat16")  # the user's policy: kept, and tuned under
     clock = StepClock()
     result = tune(
         tiny_mlp,
@@ -222,6 +223,7 @@ def test_the_time_budget_stops_the_search():
     assert result.seconds <= result.time_budget
     assert [t.label for t in result.trials][1:] == ["steps_per_execution=2"]
     assert "stopped by the time budget" in str(result)
+    assert result.baseline.policy == keras.config.dtype_policy().name == "mixed_bfloat16"
 
 
 def test_bad_arguments_get_one_line_errors_naming_the_argument():

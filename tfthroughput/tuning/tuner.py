@@ -96,7 +96,8 @@ def tune(
         pipeline: Whether the input pipeline may be tried (TensorFlow backend). Defaults to
             ``True``.
         xla: Whether to try XLA flipped (``jit_compile`` the other way from the model's).
-            Defaults to ``True``.
+            Defaults to ``True``. Not under JAX, which always compiles with XLA
+            (``jit_compile=False`` runs eagerly there).
         allow_batch_change: Try batch sizes 2x and 4x. They change the learning dynamics
             (fewer optimizer steps); the result says so. Defaults to ``False``.
         max_steps_per_execution: Largest ``steps_per_execution`` tried. Defaults to ``1024``.
@@ -156,6 +157,12 @@ def tune(
             f"steps_per_execution bounded by the epoch length ({training.epoch_batches} batches)"
         )
     policy = _policy_to_try(precision, notes)
+    if xla and keras.backend.backend() == "jax":
+        xla = False
+        notes.append(
+            "XLA not flipped: JAX compiles every step with XLA, and jit_compile=False would "
+            "run the steps eagerly"
+        )
     try_pipeline = pipeline and keras.backend.backend() == "tensorflow"
     if pipeline and not try_pipeline:
         notes.append(
@@ -175,17 +182,24 @@ def tune(
         allow_batch_change=allow_batch_change,
         notes=tuple(notes),
     )
-    keras.backend.clear_session()
+    policy_in_force = keras.config.dtype_policy()
+    _clear_session(policy_in_force)
     sampler = _gpu_sampler()
     try:
         result = Search(build_model, training, settings, clock, GPUWindows(sampler)).run()
     finally:
         if sampler is not None:
             sampler.stop()
-        keras.backend.clear_session()
+        _clear_session(policy_in_force)
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result
+
+
+def _clear_session(policy: Any) -> None:
+    """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
+    keras.backend.clear_session()
+    keras.config.set_dtype_policy(policy)
 
 
 def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:
