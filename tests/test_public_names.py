@@ -194,7 +194,7 @@ PINNED = {
     "ProfileSteps": ("log_dir", "step_range", "run_name", "on_dip"),
     "recommend_precision": ("devices",),
     "Recommendation": ("action", "reason"),
-    "RunComparison": ("log_dir", "runs", "rows"),
+    "RunComparison": ("log_dir", "runs", "rows", "tunings"),
     "SampleKey": ("args", "kwargs"),
     "Sampler": ("sources", "interval", "keep_running", "on_abandoned", "on_sample", "clock"),
     "Source": ("args", "kwargs"),

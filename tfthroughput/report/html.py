@@ -68,6 +68,7 @@ def render_html(comparison: RunComparison) -> str:
         if quantity.plotted:
             parts.append(_chart(figure_class, comparison, quantity))
     parts.append(_diagnosis_section(comparison))
+    parts.append(_tuning_section(comparison))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -204,4 +205,13 @@ def _diagnosis_section(comparison: RunComparison) -> str:
             )
         else:
             parts.append(f"<pre>{_e(run.diagnosis)}</pre>")
+    return "\n".join(parts)
+
+
+def _tuning_section(comparison: RunComparison) -> str:
+    if not comparison.tunings:
+        return ""
+    parts = ["<h2>Tuning</h2>", "<p>What <code>tfthroughput.tune</code> measured and chose.</p>"]
+    for folder, table in comparison.tunings:
+        parts.append(f"<h3>{_e(folder)}</h3><pre>{_e(table)}</pre>")
     return "\n".join(parts)

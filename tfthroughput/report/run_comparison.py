@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from tfthroughput.hardware.metrics import ALL_METRICS
 MONITOR_RUN_NAME = "hardware"
 # The text tag DiagnosisReport.write_to_tensorboard writes.
 DIAGNOSIS_TAG = "diagnosis/report"
+# The text tag TuneResult.write_to_tensorboard writes (tfthroughput.tune(log_dir=...)).
+TUNE_TAG = "tune/result"
 _HARDWARE_TAG = re.compile(
     r"^((gpu\d+|host)/\w+/(mean|min|max|p95)|epoch/(seconds|steps_per_second|examples_per_second))$"
 )
@@ -134,11 +137,14 @@ class RunComparison:
         log_dir: The folder that was searched.
         runs: Runs with hardware tags, in the order they were first written.
         rows: The comparison table, quantity by quantity (:data:`QUANTITIES` order).
+        tunings: ``(folder, table)`` of the latest ``tune/result`` text in each folder under
+            ``log_dir`` (any folder, monitored or not), by folder name.
     """
 
     log_dir: str
     runs: tuple[Run, ...]
     rows: tuple[Row, ...]
+    tunings: tuple[tuple[str, str], ...] = ()
 
     def series(self, quantity: Quantity) -> list[tuple[Run, str, tuple[tuple[int, float], ...]]]:
         """``(run, source, points)`` for every line of ``quantity``'s chart."""
@@ -200,7 +206,12 @@ def compare_runs(log_dir: str | os.PathLike) -> RunComparison:
         Run(_run_name(folder, log_dir), folder, loaded[folder].scalars, diagnoses.get(folder))
         for folder in hardware
     )
-    return RunComparison(log_dir, runs, _rows(runs))
+    tunings = tuple(
+        (_relative(folder, log_dir), events.tuning[1])
+        for folder, events in sorted(loaded.items())
+        if events.tuning is not None
+    )
+    return RunComparison(log_dir, runs, _rows(runs), tunings)
 
 
 @dataclass(frozen=True)
@@ -210,6 +221,7 @@ class _FolderEvents:
     scalars: dict[str, tuple[tuple[int, float], ...]]
     diagnosis: tuple[float, str] | None  # (wall time, text) of the latest diagnosis
     first_written: float
+    tuning: tuple[float, str] | None = None  # (wall time, text) of the latest tune result
 
 
 def _load(folder: str) -> _FolderEvents:
@@ -221,7 +233,7 @@ def _load(folder: str) -> _FolderEvents:
     )
     events.Reload()
     scalars: dict[str, tuple[tuple[int, float], ...]] = {}
-    diagnosis = None
+    diagnosis = tuning = None
     # The first summary's time, not FirstEventTimestamp(): the file header event's is whole
     # seconds, which ties runs written within the same second.
     first_written = float("inf")
@@ -237,7 +249,11 @@ def _load(folder: str) -> _FolderEvents:
         elif plugin == "text" and tag == DIAGNOSIS_TAG:
             latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
             diagnosis = (latest.wall_time, _text(tensor_util.make_ndarray(latest.tensor_proto)))
-    return _FolderEvents(scalars, diagnosis, first_written)
+        elif plugin == "text" and tag == TUNE_TAG:
+            latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
+            text = _text(tensor_util.make_ndarray(latest.tensor_proto))
+            tuning = (latest.wall_time, textwrap.dedent(text))  # written as a Markdown block
+    return _FolderEvents(scalars, diagnosis, first_written, tuning)
 
 
 def _text(array) -> str:
