@@ -61,7 +61,7 @@ def test_the_contract_names_what_is_wrong(workload_file):
 def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, capsys):
     out = tmp_path / "tune.json"
     status = main(
-        ["tune", f"{workload_file}:as_dict", "--budget", "4", "--steps", "8", "--json", str(out)]
+        ["tune", f"{workload_file}:as_dict", "--budget", "2", "--steps", "8", "--json", str(out)]
     )
 
     printed = capsys.readouterr().out

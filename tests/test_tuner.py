@@ -54,7 +54,7 @@ def test_launch_bound_tiny_model_gets_more_steps_per_execution_with_the_same_los
         batch_size=8,
         xla=False,
         pipeline=False,
-        max_steps_per_execution=16,
+        max_steps_per_execution=8,
         **QUICK,
     )
 
@@ -135,11 +135,12 @@ def test_compute_bound_model_keeps_the_baseline_and_says_so():
         precision=False,
         xla=False,
         pipeline=False,
-        max_steps_per_execution=4,
+        max_steps_per_execution=2,
     )
 
     assert not result.improved, str(result)
     assert result.chosen == result.baseline
+    assert [t.label for t in result.trials[1:]] == ["steps_per_execution=2"]
     assert all(t.status != FASTER for t in result.trials)
     assert "nothing beat it outside the noise" in str(result)
 

@@ -115,7 +115,7 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
         "--no-tune",
         dest="tune",
         action="store_false",
-        help="skip the last part, tfthroughput.tune on a small launch-bound model (about 10 s)",
+        help="skip the last part, tfthroughput.tune on a small launch-bound model (about 8 s)",
     )
 
 

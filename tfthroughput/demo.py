@@ -278,11 +278,11 @@ def tune_demo(log_dir: str):
 
     return tune(
         **demo_workload(),
-        time_budget=10,
+        time_budget=8,
         steps=64,
         xla=False,
         pipeline=False,
-        max_steps_per_execution=32,
+        max_steps_per_execution=16,
         log_dir=log_dir,
     )
 
@@ -347,7 +347,7 @@ def run_demo(
     echo(str(report))
     echo("")
     if tune:
-        echo("Tuning a small launch-bound model with tfthroughput.tune (about 10 s):")
+        echo("Tuning a small launch-bound model with tfthroughput.tune (about 8 s):")
         echo(str(tune_demo(os.path.join(log_dir, "tune"))))
         echo("")
     try:
