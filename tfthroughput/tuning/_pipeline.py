@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfthroughput._optional import import_tensorflow
-from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
+from tfthroughput.diagnosis.verdict import input_bound_fraction
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, TrainingData
 
 # Lint rules about speed (not about reproducibility).
@@ -45,9 +45,6 @@ class PipelinePlan:
     lint_rules: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
 
-    def input_bound(self, fraction: float | None, thresholds: DiagnosisThresholds) -> bool:
-        return fraction is not None and fraction >= thresholds.input_bound_fraction
-
 
 def lint_rules(data: TrainingData) -> tuple[str, ...]:
     """Speed findings of ``lint_pipeline`` for a dataset (none for arrays)."""
@@ -65,7 +62,7 @@ def probe_fraction(compute_only_ratio: float) -> float:
 
 def plan(data: TrainingData) -> PipelinePlan:
     """What the rebuilt pipeline will be for ``data``."""
-    tf = import_tensorflow("tfthroughput.tune's pipeline knob")
+    import_tensorflow("tfthroughput.tune's pipeline knob")
     notes = []
     cacheable = data.epoch_batches is not None
     if data.kind != ARRAYS:
@@ -84,7 +81,6 @@ def plan(data: TrainingData) -> PipelinePlan:
     notes.append(
         "a map of a stateful function (tf.py_function, ...) stays sequential: see lint_pipeline"
     )
-    del tf
     return PipelinePlan(
         build_pipeline_kwargs={
             "batch_size": None if data.kind == BATCHED else data.batch_size,

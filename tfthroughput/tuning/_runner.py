@@ -110,6 +110,8 @@ class Runner:
             start = self._clock()
             try:
                 self._build()
+            except TrialFailed:
+                raise
             except (TypeError, ValueError) as error:
                 if user_model_errors:
                     raise
