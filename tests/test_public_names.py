@@ -38,6 +38,7 @@ PINNED = {
         "ratio_low",
         "ratio_high",
         "noise",
+        "rounds_won",
         "warmup_seconds",
         "memory_bytes",
         "gpu_utilization",

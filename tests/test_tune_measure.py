@@ -45,12 +45,17 @@ def test_a_gain_inside_the_baselines_own_spread_is_not_faster():
     assert not result.faster
 
 
-def test_a_round_lost_to_the_baseline_is_not_faster():
+def test_one_round_lost_does_not_veto_but_most_rounds_lost_do():
     log = []
-    base = FakeRunner("base", [1.0, 1.0, 1.0], log)
-    cand = FakeRunner("cand", [0.5, 1.1, 0.5], log)
-
-    assert not compare(base, cand, rounds=3).faster
+    base = FakeRunner("base", [1.0] * 6, log)
+    one_lost = compare(base, FakeRunner("cand", [0.5, 1.1, 0.5], log), rounds=3)
+    assert (one_lost.rounds_won, one_lost.rounds) == (2, 3) and one_lost.faster
+    two_lost = compare(base, FakeRunner("cand", [0.2, 1.1, 1.1], log), rounds=3)
+    assert two_lost.ratio < 1 and not two_lost.faster
+    lucky = compare(
+        FakeRunner("base", [1.0] * 4, log), FakeRunner("cand", [0.2, 0.2, 1.1, 1.1], log), 4
+    )
+    assert lucky.ratio > 1 + lucky.noise and not lucky.faster  # 2 of 4 is not more than half
 
 
 def test_gpu_windows_count_the_candidates_runs_only():

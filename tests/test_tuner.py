@@ -64,8 +64,8 @@ def test_launch_bound_tiny_model_gets_more_steps_per_execution_with_the_same_los
     chosen = result.chosen_trial
     assert chosen.status == FASTER
     # The decision: its median beat 1 + the baseline's own spread in the same rounds, and it
-    # won every round.
-    assert chosen.ratio > 1 + chosen.noise and chosen.ratio_low > 1
+    # won most rounds.
+    assert chosen.ratio > 1 + chosen.noise and 2 * chosen.rounds_won > QUICK["rounds"]
     assert chosen.loss_check.same_arithmetic and chosen.loss_check.passed
     assert chosen.loss_check.relative_difference <= 1e-5
     assert result.compile_kwargs == {
@@ -112,7 +112,8 @@ def test_input_bound_pipeline_gets_the_rebuilt_pipeline():
         "repeat": True,
     }
     chosen = result.chosen_trial
-    assert chosen.ratio > 1 + chosen.noise and chosen.loss_check.passed
+    assert chosen.ratio > 1 + chosen.noise and 2 * chosen.rounds_won > QUICK["rounds"]
+    assert chosen.loss_check.passed
     assert chosen.loss_check.same_arithmetic
     assert any(t.status == "probe" for t in result.trials)
     assert "tfthroughput.build_pipeline(data, batch_size=None, cache=True" in result.snippet

@@ -19,31 +19,21 @@ the time left is less than the cost of the most expensive trial so far.
 
 from __future__ import annotations
 
-import gc
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import keras
 
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.tuning import _pipeline
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, TrainingData
-from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, compare
-from tfthroughput.tuning._runner import Runner, TrialFailed
-from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
-from tfthroughput.tuning.result import (
-    BASELINE,
-    FAILED,
-    FASTER,
-    NOT_FASTER,
-    PROBE,
-    REJECTED,
-    SLOWER,
-    TuneResult,
-    TuneTrial,
-)
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED
+from tfthroughput.tuning._measure import MIN_NOISE
+from tfthroughput.tuning._status import FAILED
+from tfthroughput.tuning._trials import SearchSettings, TrialRunner, _repeat_batch
+from tfthroughput.tuning.result import TuneResult
 from tfthroughput.tuning.setup import TuneSetup
+
+__all__ = ["Search", "SearchSettings"]
 
 _PATIENCE = 2  # doublings in a row without a gain before a steps_per_execution line stops
 # The gain in median ratio a doubling must bring for its line to go on (the noise floor).
@@ -51,49 +41,8 @@ _LINE_GAIN = MIN_NOISE
 _BATCH_FACTORS = (2, 4)
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    steps: int
-    rounds: int
-    time_budget: float
-    loss_tolerance: float
-    seed: int
-    max_steps_per_execution: int
-    policy: str | None  # the recommended policy to try, or None
-    try_pipeline: bool
-    try_xla: bool
-    allow_batch_change: bool
-    notes: tuple[str, ...]
-
-
-class Search:
+class Search(TrialRunner):
     """One run of the search; :meth:`run` returns the :class:`TuneResult`."""
-
-    def __init__(
-        self,
-        build_model: Callable[[], keras.Model],
-        data: TrainingData,
-        settings: SearchSettings,
-        clock: Callable[[], float],
-        gpu: GPUWindows,
-    ) -> None:
-        self._build_model = build_model
-        self._data = data
-        self._settings = settings
-        self._clock = clock
-        self._gpu = gpu
-        self._start = clock()
-        self._costs: list[float] = []
-        self._trials: list[TuneTrial] = []
-        self._notes = list(settings.notes)
-        self._stopped = False
-        self._plan: _pipeline.PipelinePlan | None = None
-        self._base: Runner | None = None
-        self._base_setup: TuneSetup | None = None
-        self._best: tuple[TuneSetup, Comparison | None] | None = None
-        self._baseline_speeds: tuple[float, ...] = ()
-
-    # ----------------------------------------------------------------------------- plan
 
     def run(self) -> TuneResult:
         self._measure_baseline()
@@ -129,46 +78,6 @@ class Search:
                 dict(self._plan.build_pipeline_kwargs) if chosen.pipeline and self._plan else None
             ),
             notes=tuple(self._notes + self._chosen_notes(chosen)),
-        )
-
-    def _measure_baseline(self) -> None:
-        start = self._clock()
-        probe = self._build_model()
-        given = probe if isinstance(probe, keras.Model) else None
-        first_spe = int(getattr(given, "steps_per_execution", 1) or 1)
-        del probe, given
-        steps = first_spe
-        while steps < self._settings.steps:
-            steps *= 2
-        self._steps = steps
-        runner = Runner(
-            None,
-            self._build_model,
-            self._data.feed(self._data.batch_size, steps),
-            steps=steps,
-            examples_per_step=self._examples_per_step(self._data.batch_size),
-            seed=self._settings.seed,
-            clock=self._clock,
-            batch_size=self._data.batch_size,
-        )
-        try:
-            runner.start(user_model_errors=True)
-        except TrialFailed as error:
-            raise RuntimeError(
-                f"The model as given cannot be trained, so there is nothing to tune: {error}"
-            ) from error
-        self._base, self._base_setup = runner, runner.setup
-        self._best = (runner.setup, None)
-        self._costs.append(self._clock() - start)
-        self._trials.append(
-            TuneTrial(
-                runner.setup,
-                "as given: " + _describe(runner.setup),
-                BASELINE,
-                warmup_seconds=runner.warmup_seconds,
-                memory_bytes=runner.memory_bytes,
-                reason="; ".join(runner.notes),
-            )
         )
 
     def _pipeline_knob(self) -> None:
@@ -229,124 +138,6 @@ class Search:
 
     # ----------------------------------------------------------------------- one trial
 
-    def _out_of_time(self) -> bool:
-        elapsed = self._clock() - self._start
-        if elapsed + max(self._costs[-3:]) > self._settings.time_budget:
-            self._stopped = True
-        return self._stopped
-
-    def _try(
-        self,
-        setup: TuneSetup,
-        *,
-        same_arithmetic: bool | None = None,
-        label: str | None = None,
-        feed: dict | None = None,
-        probe: bool = False,
-    ) -> TuneTrial | None:
-        if self._out_of_time():
-            return None
-        start = self._clock()
-        base = self._base_setup
-        if same_arithmetic is None:
-            same_arithmetic = setup.jit_compile == base.jit_compile
-        steps = self._steps
-        if setup.batch_size and base.batch_size and setup.batch_size > base.batch_size:
-            steps = max(setup.steps_per_execution, steps * base.batch_size // setup.batch_size)
-        warm = None
-        if feed is None:
-            feed, warm = self._feed(setup, steps)
-        runner = Runner(
-            setup,
-            self._build_model,
-            feed,
-            steps=steps,
-            examples_per_step=self._examples_per_step(setup.batch_size),
-            seed=self._settings.seed,
-            clock=self._clock,
-            warm_data=warm,
-        )
-        label = label or setup.changes_from(base)
-        try:
-            runner.start()
-            comparison = compare(self._base, runner, self._settings.rounds, self._gpu)
-        except TrialFailed as error:
-            trial = TuneTrial(setup, label, FAILED, reason=str(error))
-            comparison = None
-        else:
-            trial = self._judge(setup, label, runner, comparison, same_arithmetic, probe)
-        finally:
-            runner.close()
-            del runner
-            gc.collect()
-        if comparison is not None:
-            self._baseline_speeds += comparison.baseline_speeds
-        self._costs.append(self._clock() - start)
-        self._trials.append(trial)
-        # The best is the one with the highest lowest round: the gain it kept in every round,
-        # not a median that one lucky round can lift.
-        if trial.status == FASTER and (
-            self._best[1] is None or comparison.ratio_low > self._best[1].ratio_low
-        ):
-            self._best = (setup, comparison)
-        return trial
-
-    def _judge(self, setup, label, runner, comparison, same_arithmetic, probe) -> TuneTrial:
-        check = None
-        if not probe:
-            tolerance = EXACT_TOLERANCE if same_arithmetic else self._settings.loss_tolerance
-            check = LossCheck(
-                self._base.warmup_loss, runner.warmup_loss, same_arithmetic, tolerance
-            )
-        notes = list(runner.notes)
-        if probe:
-            status = PROBE
-        elif not check.passed:
-            status = REJECTED
-        elif comparison.faster:
-            status = FASTER
-        elif comparison.ratio_high < 1.0 - comparison.noise:
-            status = SLOWER
-        else:
-            status = NOT_FASTER
-        if setup.batch_size != self._base_setup.batch_size:
-            notes.append("learning dynamics change (fewer, larger steps per epoch)")
-        return TuneTrial(
-            setup,
-            label,
-            status,
-            examples_per_second=comparison.examples_per_second,
-            ratio=comparison.ratio,
-            ratio_low=comparison.ratio_low,
-            ratio_high=comparison.ratio_high,
-            noise=comparison.noise,
-            warmup_seconds=runner.warmup_seconds,
-            memory_bytes=runner.memory_bytes,
-            gpu_utilization=comparison.gpu_utilization,
-            sm_activity=comparison.sm_activity,
-            loss_check=check,
-            reason="; ".join(notes),
-        )
-
-    def _feed(self, setup: TuneSetup, steps: int) -> tuple[dict, Callable[[], None] | None]:
-        if not setup.pipeline:
-            return self._data.feed(setup.batch_size, steps), None
-        dataset = _pipeline.rebuilt(self._data, self._plan, setup.batch_size)
-        batches = self._data.epoch_batches
-        if batches is not None and setup.batch_size and self._data.batch_size:
-            batches = -(-batches * self._data.batch_size // setup.batch_size)
-        cached = self._plan.build_pipeline_kwargs["cache"]
-        warm = (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
-        return {"x": dataset, "shuffle": False}, warm
-
-    def _examples_per_step(self, batch_size: int | None) -> int:
-        if batch_size is not None:
-            return batch_size
-        if not hasattr(self, "_batch_examples"):
-            x, _ = self._data.first_batch()
-            self._batch_examples = int(keras.tree.flatten(x)[0].shape[0])
-        return self._batch_examples
-
     def _chosen_notes(self, chosen: TuneSetup) -> list[str]:
         notes = []
         if chosen.batch_size != self._base_setup.batch_size:
@@ -359,23 +150,3 @@ class Search:
         if chosen.policy != self._base_setup.policy:
             notes.append(f"build the model under mixed_precision({chosen.policy!r})")
         return notes
-
-
-def _describe(setup: TuneSetup) -> str:
-    batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
-    xla = "on" if setup.jit_compile else "off"
-    return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
-
-
-def _repeat_batch(batch: dict, steps: int) -> dict:
-    """``fit`` arguments that feed the same in-memory batch ``steps`` times."""
-    import numpy as np
-
-    tile = lambda array: np.concatenate([np.asarray(array)] * steps)  # noqa: E731
-    size = int(keras.tree.flatten(batch["x"])[0].shape[0])
-    return {
-        "x": keras.tree.map_structure(tile, batch["x"]),
-        "y": keras.tree.map_structure(tile, batch["y"]),
-        "batch_size": size,
-        "shuffle": False,
-    }

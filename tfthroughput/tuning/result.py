@@ -35,6 +35,7 @@ class TuneTrial:
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
         noise: The baseline's relative spread in the same rounds.
+        rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
         memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
@@ -53,6 +54,7 @@ class TuneTrial:
     ratio_low: float | None = None
     ratio_high: float | None = None
     noise: float | None = None
+    rounds_won: int | None = None
     warmup_seconds: float | None = None
     memory_bytes: int | None = None
     gpu_utilization: float | None = None
@@ -67,8 +69,9 @@ class TuneResult:
 
     Attributes:
         baseline: The setup as given.
-        chosen: Of the setups that beat the baseline outside the noise and kept the loss,
-            the one with the highest lowest-round ratio; ``baseline`` when none did.
+        chosen: The fastest setup that beat the baseline outside the noise and kept the
+            loss (a later one replaces an earlier one only by beating it outside the noise);
+            ``baseline`` when none did.
         trials: Every trial, in the order run (the baseline first).
         seconds: Wall-clock seconds the search took.
         time_budget: The budget it had, in seconds.
@@ -98,7 +101,7 @@ class TuneResult:
         wanted = BASELINE if not self.improved else FASTER
         return max(
             (t for t in self.trials if t.setup == self.chosen and t.status == wanted),
-            key=lambda t: t.ratio_low or 1.0,
+            key=lambda t: t.ratio or 1.0,
         )
 
     @property
