@@ -17,6 +17,7 @@ import pytest
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
 from tfthroughput.tuning.result import BASELINE, FAILED, FASTER
+from tfthroughput.tuning.tuner import _callback_bound
 
 QUICK = {"steps": 32, "rounds": 3, "precision": False, "time_budget": 120}
 
@@ -251,3 +252,28 @@ def test_bad_arguments_get_one_line_errors_naming_the_argument():
     uncompiled = lambda: keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])  # noqa: E731
     with pytest.raises(ValueError, match=r"call model.compile"):
         tune(uncompiled, arrays(), time_budget=5)
+
+
+class EveryBatch(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+
+class EveryFourBatches(EveryBatch):
+    update_freq = 4
+
+
+class EveryEpoch(EveryBatch):
+    update_freq = "epoch"
+
+
+def test_callbacks_that_need_batch_hooks_bound_steps_per_execution():
+    notes = []
+    assert _callback_bound([EveryEpoch(), keras.callbacks.Callback()], 64, notes) == 64
+    assert _callback_bound([EveryFourBatches()], 64, notes) == 4
+    assert _callback_bound([EveryFourBatches(), EveryBatch()], 64, notes) == 1
+    assert notes[-1] == (
+        "steps_per_execution bounded by EveryBatch to 1: it needs its batch hook every batch"
+    )
+    with pytest.raises(TypeError, match=r"`callbacks` must be a list of keras.callbacks.Callback"):
+        _callback_bound(EveryBatch(), 64, notes)

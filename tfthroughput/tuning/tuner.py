@@ -138,7 +138,8 @@ def tune(
         )
     check_positive_int("max_steps_per_execution", max_steps_per_execution)
     loss_tolerance = check_fraction("loss_tolerance", loss_tolerance)
-    check_positive_int("seed", seed + 1 if isinstance(seed, int) and seed >= 0 else seed)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
     for name, value in (
         ("pipeline", pipeline),
         ("xla", xla),
