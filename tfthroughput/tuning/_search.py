@@ -14,7 +14,7 @@
 5. Larger batches (``allow_batch_change`` only).
 
 Every trial is measured against the baseline in alternated rounds; a trial is skipped when
-the time left is less than the cost of the most expensive trial so far.
+the time left is less than 1.25 times the cost of the dearest recent trial.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ def tune(
         batch_size: Examples per batch for arrays (default ``None``: 32, as ``fit``) and for
             an unbatched dataset; ``None`` for a batched dataset.
         time_budget: Seconds the search may take. Defaults to ``180``. A trial is not
-            started when the time left is less than the cost of the most expensive recent
-            trial.
+            started when the time left is less than 1.25 times the cost of the most expensive
+            of the last three trials.
         steps: Timed steps per run (rounded up to a power-of-two multiple of the model's own
             ``steps_per_execution``; also the warm-up length and the largest
             ``steps_per_execution`` tried). Defaults to ``128``.
