@@ -49,9 +49,7 @@ ALL_METRICS: tuple[Metric, ...] = GPU_METRICS + HOST_METRICS
 METRIC_NAMES: frozenset[str] = frozenset(metric.name for metric in ALL_METRICS)
 
 
-def validate_metric_names(
-    metrics: object, argument: str = "metrics"
-) -> frozenset[str] | None:
+def validate_metric_names(metrics: object, argument: str = "metrics") -> frozenset[str] | None:
     """Check a user's selection of metric names; ``None`` means every metric.
 
     Args:

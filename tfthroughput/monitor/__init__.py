@@ -1,5 +1,4 @@
-"""Seeing it in Keras: the `GPUMonitor` callback and what it writes for TensorBoard.
-"""
+"""Seeing it in Keras: the `GPUMonitor` callback and what it writes for TensorBoard."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""`tfthroughput report`: one HTML page comparing the monitored runs under a log folder.
-"""
+"""`tfthroughput report`: one HTML page comparing the monitored runs under a log folder."""
 
 from __future__ import annotations
 
