@@ -64,12 +64,13 @@ class Runner:
             with ``batch_size``).
         build_model: The user's builder.
         feed: ``fit`` arguments (data) yielding at least ``steps`` batches.
-        steps: Steps per timed run (and of the warm-up), a multiple of the setup's
-            ``steps_per_execution``.
+        steps: Steps per timed run, a multiple of the setup's ``steps_per_execution``.
         examples_per_step: Examples in one step, for examples/s.
         seed: Seed set before the model is built.
         clock: Seconds clock.
         warm_data: Called once before the warm-up (fills a cache: a full pass of the data).
+        warmup_steps: Steps of the warm-up (whose mean loss is compared); defaults to
+            ``steps``.
     """
 
     def __init__(
@@ -84,8 +85,10 @@ class Runner:
         clock: Callable[[], float],
         warm_data: Callable[[], None] | None = None,
         batch_size: int | None = None,
+        warmup_steps: int | None = None,
     ) -> None:
         self.setup = setup
+        self.warmup_steps = warmup_steps or steps
         self._batch_size = batch_size
         self._build_model = build_model
         self._feed = feed
@@ -120,13 +123,17 @@ class Runner:
                 raise TrialFailed(_reason(error)) from error
             if self._warm_data is not None:
                 self._warm_data()
-            self.warmup_loss = self._fit()[1]
+            self.warmup_loss = self._fit(self.warmup_steps)[1]
             self.warmup_seconds = self._clock() - start
         self.memory_bytes = _device_peak_bytes() or memory.added
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
-        return self._fit()[0]
+        return self._fit(self.steps)[0]
+
+    def set_feed(self, feed: dict[str, Any]) -> None:
+        """Feed later runs from ``feed`` (longer runs need more data from arrays)."""
+        self._feed = feed
 
     def close(self) -> None:
         self.model = None
@@ -157,13 +164,13 @@ class Runner:
         self.notes += sorted({str(w.message).split(". ")[0] for w in caught if _is_ours(w)})
         self.model = model
 
-    def _fit(self) -> tuple[float, float]:
+    def _fit(self, steps: int) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
         try:
             history = self.model.fit(
                 **self._feed,
                 epochs=1,
-                steps_per_epoch=self.steps,
+                steps_per_epoch=steps,
                 verbose=0,
                 callbacks=[timer],
             )
@@ -171,7 +178,7 @@ class Runner:
             raise TrialFailed(_reason(error)) from error
         loss = float(history.history["loss"][-1])
         if not math.isfinite(loss):
-            raise TrialFailed(f"the loss is {loss} after {self.steps} steps")
+            raise TrialFailed(f"the loss is {loss} after {steps} steps")
         if len(timer.seconds) != 1:
             raise TrialFailed("fit stopped before the end of the epoch (stop_training was set)")
         return timer.seconds[0], loss

@@ -88,7 +88,7 @@ class Search(TrialRunner):
             self._base_setup,
             same_arithmetic=False,
             label="compute only (one batch from memory)",
-            feed=_repeat_batch(held, self._steps),
+            feed=_repeat_batch(held, self._timed_steps),
             probe=True,
         )
         if probe is not None and probe.ratio is not None:
