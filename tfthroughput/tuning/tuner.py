@@ -82,9 +82,11 @@ def tune(
         time_budget: Seconds the search may take. Defaults to ``180``. A trial is not
             started when the time left is less than 1.25 times the cost of the most expensive
             of the last three trials.
-        steps: Timed steps per run (rounded up to a power-of-two multiple of the model's own
-            ``steps_per_execution``; also the warm-up length and the largest
-            ``steps_per_execution`` tried). Defaults to ``128``.
+        steps: Steps of each trial's warm-up (rounded up to a power-of-two multiple of the
+            model's own ``steps_per_execution``), the largest ``steps_per_execution`` tried,
+            and the shortest timed run: timed runs are doubled (up to 64x) until the
+            baseline's lasts 0.1 s, so that scheduling noise does not dominate them.
+            Defaults to ``128``.
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
         callbacks: The callbacks you train with: one that needs every batch's hook (it
             overrides a train batch hook and has no integer ``update_freq``) keeps
