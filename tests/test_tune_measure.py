@@ -85,9 +85,3 @@ def test_gpu_windows_count_the_candidates_runs_only():
 
     # collect #1 begins; round 0: base (#2), cand (#3 -> 10); round 1: cand (#4 -> 90), base.
     assert result.gpu_utilization == 50.0 and result.sm_activity == 5.0
-
-
-def test_beats_needs_a_gain_beyond_either_noise():
-    low = Comparison(100, 50, 2.0, 1.9, 2.1, 0.10)
-    assert Comparison(100, 50, 2.3, 2.2, 2.4, 0.10).beats(low)
-    assert not Comparison(100, 50, 2.1, 2.0, 2.2, 0.10).beats(low)

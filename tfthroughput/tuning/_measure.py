@@ -58,11 +58,6 @@ class Comparison:
         the baseline."""
         return self.ratio > 1.0 + self.noise and 2 * self.rounds_won > self.rounds
 
-    def beats(self, other: Comparison) -> bool:
-        """Whether this candidate is faster than ``other`` (both against the same baseline)
-        by more than this run's noise."""
-        return self.ratio > other.ratio * (1.0 + max(self.noise, other.noise))
-
 
 class GPUWindows:
     """GPU-Util and SM activity over the candidate's runs only, from the package's sampler.

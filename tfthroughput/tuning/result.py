@@ -69,9 +69,8 @@ class TuneResult:
 
     Attributes:
         baseline: The setup as given.
-        chosen: The fastest setup that beat the baseline outside the noise and kept the
-            loss (a later one replaces an earlier one only by beating it outside the noise);
-            ``baseline`` when none did.
+        chosen: Of the setups that beat the baseline outside the noise and kept the loss,
+            the one with the highest median ratio; ``baseline`` when none did.
         trials: Every trial, in the order run (the baseline first).
         seconds: Wall-clock seconds the search took.
         time_budget: The budget it had, in seconds.
