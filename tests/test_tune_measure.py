@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, compare
+from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows, compare
 
 
 class FakeRunner:
