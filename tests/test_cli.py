@@ -98,15 +98,30 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
     assert len(diagnosis) == 1 and "Verdict: " in diagnosis[0]
     comparison = _text(log_dir / "build_pipeline" / "hardware", "demo/comparison")
     assert len(comparison) == 1 and "build_pipeline vs naive: " in comparison[0]
-    # A second run reuses the images it wrote.
+    # tune on its own workload, after the diagnosis, its table in its run's Text tab.
+    assert out.index("Tuning a small launch-bound model") > out.index("Verdict: ")
+    assert "as given: steps_per_execution=1, XLA off, float32, batch 16" in out
+    tuned = _text(log_dir / "tune", "tune/result")
+    assert len(tuned) == 1 and "as given: steps_per_execution=1" in tuned[0]
+    # A second run reuses the images it wrote (and skips tune).
     again = run_cli(
-        "demo", "--images", "96", "--epochs", "1", "--batch-size", "16", "--log-dir", str(log_dir)
+        "demo",
+        "--images",
+        "96",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--log-dir",
+        str(log_dir),
+        "--no-tune",
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith(
         f"Replacing the previous demo's runs in {log_dir}: naive, build_pipeline\n"
     )
     assert "[1/4] Reusing 96 JPEGs" in again.stdout
+    assert "Tuning a small" not in again.stdout
     # Fresh runs: one epoch each, no line jumping back to an earlier run's steps.
     for run in ("naive", "build_pipeline"):
         hardware = read_scalars(log_dir / run / "hardware")

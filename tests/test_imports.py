@@ -184,6 +184,7 @@ ALLOWED_ROOMS = {
     "profiling": {"hardware", "monitor"},
     "report": {"hardware", "monitor"},
     "diagnosis": {"hardware", "data", "precision", "monitor"},
+    "tuning": {"hardware", "data", "precision", "monitor", "diagnosis"},
     "tfthroughput": set(),
 }
 EVERYTHING = {"cli", "demo", "demo_runs"}  # demo_runs: the demo's runs, checked before TF loads

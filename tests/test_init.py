@@ -33,9 +33,10 @@ EXPECTED_PUBLIC_NAMES = [
     "lint_pipeline",
     "mixed_precision",
     "recommend_precision",
+    "tune",
 ]
 # Each subpackage's face: result and configuration types live there, not at the top level.
-FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis")
+FACES = ("hardware", "monitor", "profiling", "report", "data", "precision", "diagnosis", "tuning")
 
 
 def _faces() -> dict[str, object]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 import subprocess
 import sys
@@ -157,3 +158,23 @@ def test_the_runs_epochs_are_counted_without_the_window_tags(tmp_path):
     assert len(run.scalars["window/host/cpu_percent/mean"]) == 12
     assert run.epochs == 3
     assert "<b>windowed</b>: 3 epoch(s)" in render_html(compare_runs(tmp_path))
+
+
+def test_a_tune_result_under_the_log_folder_appears_in_its_own_section(log_dir):
+    from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial
+
+    given = TuneSetup(1, False, "float32", batch_size=16)
+    faster = given.with_(steps_per_execution=8)
+    trials = (
+        TuneTrial(given, "as given", "baseline", 100.0, 1.0),
+        TuneTrial(faster, "steps_per_execution=8", "faster", 400.0, 4.0, 3.5, 4.5, 0.1),
+    )
+    TuneResult(given, faster, trials, 10.0, 60.0).write_to_tensorboard(str(log_dir / "tune"))
+
+    comparison = compare_runs(log_dir)
+    assert [folder for folder, _ in comparison.tunings] == ["tune"]
+    assert comparison.tunings[0][1].startswith("setting ")  # the table, not its Markdown block
+    page = render_html(comparison)
+    assert "<h2>Tuning</h2>" in page
+    assert "chosen: steps_per_execution=8: 4.00x the baseline" in html.unescape(page)
+    assert [run.name for run in comparison.runs] == ["naive", "build_pipeline"]

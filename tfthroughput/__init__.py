@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "lint_pipeline": "tfthroughput.data.lint",
     "mixed_precision": "tfthroughput.precision.policy",
     "recommend_precision": "tfthroughput.precision.precision_recommendation",
+    "tune": "tfthroughput.tuning.tuner",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,4 @@
-"""The ``tfthroughput`` command: ``demo``, ``info``, ``report`` and ``service``.
+"""The ``tfthroughput`` command: ``demo``, ``info``, ``report``, ``service`` and ``tune``.
 
 A command is two functions: ``_add_<name>(commands)`` declares it through :func:`_add_command`
 (which also gives it ``--verbose``) with its options, and a runner ``(args) -> exit status``.
@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_info(commands)
     _add_report(commands)
     _add_service(commands)
+    _add_tune(commands)
     return parser
 
 
@@ -112,6 +113,12 @@ def _add_demo(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--data-dir", default=None, help="where to write the JPEGs (default: <log-dir>/data)"
     )
+    demo.add_argument(
+        "--no-tune",
+        dest="tune",
+        action="store_false",
+        help="skip the last part, tfthroughput.tune on a small launch-bound model (about 8 s)",
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -128,6 +135,7 @@ def _demo(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         log_dir=log_dir,
         data_dir=data_dir,
+        tune=args.tune,
     )
     return 0
 
@@ -284,6 +292,59 @@ def _service(args: argparse.Namespace) -> int:
             print("Stopping the tf.data service.", flush=True)
             return 0
     raise RuntimeError(problem)
+
+
+# --- tune ---------------------------------------------------------------------------------------
+
+
+def _add_tune(commands: argparse._SubParsersAction) -> None:
+    tune = _add_command(
+        commands,
+        "tune",
+        _tune,
+        help="try steps_per_execution, XLA, precision and the input pipeline on your model "
+        "and print the fastest setup that keeps the loss",
+        description="Calls FUNCTION from MODULE (a module name or a .py file), which takes no "
+        "arguments and returns a dict with build_model (a function returning a new compiled "
+        "model), data (what fit takes) and, for arrays or an unbatched dataset, batch_size; "
+        "or a tuple (build_model, data[, batch_size]). Runs tfthroughput.tune on it and prints "
+        "the trials table, the chosen setup and a snippet.",
+    )
+    tune.add_argument("workload", metavar="MODULE:FUNCTION", help="e.g. train.py:tune_inputs")
+    tune.add_argument(
+        "--budget", type=float, default=180.0, help="seconds the search may take (default: 180)"
+    )
+    tune.add_argument(
+        "--steps", type=_positive_int, default=128, help="timed steps per run (default: 128)"
+    )
+    tune.add_argument(
+        "--allow-batch-change",
+        action="store_true",
+        help="also try 2x and 4x batch sizes (changes the learning dynamics)",
+    )
+    tune.add_argument("--log-dir", default=None, help="write the table to TensorBoard's Text tab")
+    tune.add_argument("--json", default=None, help="also write the result as JSON to this file")
+
+
+def _tune(args: argparse.Namespace) -> int:
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        load_tensorflow(verbose=args.verbose)
+    from tfthroughput.tuning import tune
+    from tfthroughput.tuning.workload import load_workload
+
+    workload = load_workload(args.workload)
+    result = tune(
+        **workload,
+        time_budget=args.budget,
+        steps=args.steps,
+        allow_batch_change=args.allow_batch_change,
+        log_dir=args.log_dir,
+    )
+    print(result)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            file.write(result.to_json())
+    return 0
 
 
 # --- entry point --------------------------------------------------------------------------------

@@ -311,6 +311,22 @@ def gpu_status() -> str:
     return ", ".join(f"gpu{gpu.index}: {gpu.name}" for gpu in gpus.devices)
 
 
+def tune_demo(log_dir: str):
+    """tune on its own launch-bound workload; the table also goes to ``log_dir``'s Text tab."""
+    from tfthroughput.tuning import tune
+    from tfthroughput.tuning.workload import demo_workload
+
+    return tune(
+        **demo_workload(),
+        time_budget=8,
+        steps=64,
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=16,
+        log_dir=log_dir,
+    )
+
+
 def run_demo(
     *,
     images: int = 1280,
@@ -319,8 +335,12 @@ def run_demo(
     log_dir: str = "logs/tfthroughput-demo",
     data_dir: str | None = None,
     echo: Print = print,
+    tune: bool = True,
 ) -> list[RunSummary]:
     """Run the whole demo; returns the two runs' summaries (naive first).
+
+    With ``tune``, :func:`tfthroughput.tune` then runs on its own launch-bound workload
+    (:func:`tfthroughput.tuning.workload.demo_workload`), its table written to ``log_dir/tune``.
 
     Raises:
         ValueError: If ``log_dir`` or ``data_dir`` cannot be created or written to (checked
@@ -367,6 +387,10 @@ def run_demo(
     echo("")
     echo(str(report))
     echo("")
+    if tune:
+        echo("Tuning a small launch-bound model with tfthroughput.tune (about 8 s):")
+        echo(str(tune_demo(os.path.join(log_dir, "tune"))))
+        echo("")
     try:
         report_line = f"One page comparing both runs: {shlex.quote(write_report(log_dir))}"
     except ImportError as error:  # matplotlib is an extra

@@ -80,6 +80,7 @@ def render_html(comparison: RunComparison) -> str:
         if quantity.plotted:
             parts.append(_chart(figure_class, comparison, quantity))
     parts.append(_diagnosis_section(comparison))
+    parts.append(_tuning_section(comparison))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -275,3 +276,12 @@ def markdown_html(text: str) -> str:
     converter.preprocessors.deregister("html_block")
     converter.inlinePatterns.deregister("html")
     return converter.convert(text)
+
+
+def _tuning_section(comparison: RunComparison) -> str:
+    if not comparison.tunings:
+        return ""
+    parts = ["<h2>Tuning</h2>", "<p>What <code>tfthroughput.tune</code> measured and chose.</p>"]
+    for folder, table in comparison.tunings:
+        parts.append(f"<h3>{_e(folder)}</h3><pre>{_e(table)}</pre>")
+    return "\n".join(parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from tfthroughput.report.steady_epochs import Speedup, steady_label, steady_medi
 MONITOR_RUN_NAME = "hardware"
 # The text tag DiagnosisReport.write_to_tensorboard writes.
 DIAGNOSIS_TAG = "diagnosis/report"
+# The text tag TuneResult.write_to_tensorboard writes (tfthroughput.tune(log_dir=...)).
+TUNE_TAG = "tune/result"
 _HARDWARE_TAG = re.compile(
     r"^((gpu\d+|host)/\w+/(mean|min|max|p95)|epoch/(seconds|steps_per_second|examples_per_second))$"
 )
@@ -166,11 +169,14 @@ class RunComparison:
         rows: The comparison table, quantity by quantity (:data:`QUANTITIES` order); each
             median is :func:`~tfthroughput.report.steady_epochs.steady_median` of the run's
             epochs (the first epoch left out when there are two or more).
+        tunings: ``(folder, table)`` of the latest ``tune/result`` text in each folder under
+            ``log_dir`` (any folder, monitored or not), by folder name.
     """
 
     log_dir: str
     runs: tuple[Run, ...]
     rows: tuple[Row, ...]
+    tunings: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -254,7 +260,12 @@ def compare_runs(log_dir: str | os.PathLike) -> RunComparison:
         Run(_run_name(folder, log_dir), folder, loaded[folder].scalars, diagnoses.get(folder))
         for folder in hardware
     )
-    return RunComparison(log_dir, runs, _rows(runs))
+    tunings = tuple(
+        (_relative(folder, log_dir), events.tuning[1])
+        for folder, events in sorted(loaded.items())
+        if events.tuning is not None
+    )
+    return RunComparison(log_dir, runs, _rows(runs), tunings)
 
 
 @dataclass(frozen=True)
@@ -264,6 +275,7 @@ class _FolderEvents:
     scalars: dict[str, tuple[tuple[int, float], ...]]
     diagnosis: tuple[float, str] | None  # (wall time, text) of the latest diagnosis
     first_written: float
+    tuning: tuple[float, str] | None = None  # (wall time, text) of the latest tune result
 
 
 def _load(folder: str) -> _FolderEvents:
@@ -275,7 +287,7 @@ def _load(folder: str) -> _FolderEvents:
     )
     events.Reload()
     scalars: dict[str, tuple[tuple[int, float], ...]] = {}
-    diagnosis = None
+    diagnosis = tuning = None
     # The first summary's time, not FirstEventTimestamp(): the file header event's is whole
     # seconds, which ties runs written within the same second.
     first_written = float("inf")
@@ -291,7 +303,11 @@ def _load(folder: str) -> _FolderEvents:
         elif plugin == "text" and tag == DIAGNOSIS_TAG:
             latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
             diagnosis = (latest.wall_time, _text(tensor_util.make_ndarray(latest.tensor_proto)))
-    return _FolderEvents(scalars, diagnosis, first_written)
+        elif plugin == "text" and tag == TUNE_TAG:
+            latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
+            text = _text(tensor_util.make_ndarray(latest.tensor_proto))
+            tuning = (latest.wall_time, textwrap.dedent(text))  # written as a Markdown block
+    return _FolderEvents(scalars, diagnosis, first_written, tuning)
 
 
 def _text(array) -> str:

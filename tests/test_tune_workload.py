@@ -1,0 +1,79 @@
+"""`tfthroughput tune MODULE:FUNCTION`: the workload contract and one real run of the command."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tfthroughput.cli import main
+from tfthroughput.tuning.workload import load_workload
+
+WORKLOAD = textwrap.dedent(
+    """
+    import keras
+    import numpy as np
+
+    def build():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        return model
+
+    def as_dict():
+        x = np.ones((64, 4), "float32")
+        return {"build_model": build, "data": (x, x[:, :1]), "batch_size": 8}
+
+    def as_tuple():
+        return build, "data", 8
+
+    def wrong():
+        return build
+    """
+)
+
+
+@pytest.fixture
+def workload_file(tmp_path):
+    path = tmp_path / "my_workload.py"
+    path.write_text(WORKLOAD)
+    return path
+
+
+def test_the_contract_accepts_a_dict_or_a_tuple(workload_file):
+    assert sorted(load_workload(f"{workload_file}:as_dict")) == [
+        "batch_size",
+        "build_model",
+        "data",
+    ]
+    assert load_workload(f"{workload_file}:as_tuple")["batch_size"] == 8
+
+
+def test_the_contract_names_what_is_wrong(workload_file):
+    with pytest.raises(ValueError, match=r"`workload` must be MODULE:FUNCTION"):
+        load_workload("no_colon")
+    with pytest.raises(ValueError, match=r"names no function 'missing'"):
+        load_workload(f"{workload_file}:missing")
+    with pytest.raises(TypeError, match=r"must return a dict with 'build_model' and 'data'"):
+        load_workload(f"{workload_file}:wrong")
+
+
+def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, capsys):
+    out = tmp_path / "tune.json"
+    status = main(
+        ["tune", f"{workload_file}:as_dict", "--budget", "2", "--steps", "8", "--json", str(out)]
+    )
+
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert printed.splitlines()[0].startswith("setting")
+    assert "as given: steps_per_execution=1" in printed and "chosen:" in printed
+    assert json.loads(out.read_text())["baseline"]["batch_size"] == 8
+
+
+def test_a_bad_workload_is_one_line_on_stderr(capsys):
+    assert main(["tune", "nothing_here"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "tfthroughput tune: error: `workload` must be MODULE:FUNCTION, e.g. "
+        "train.py:tune_inputs or my_project.train:tune_inputs. Received: workload='nothing_here'"
+    )

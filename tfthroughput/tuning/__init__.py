@@ -1,0 +1,23 @@
+"""Tuning: try the throughput fixes on the user's own model, keep the math, apply the winner.
+
+``tune`` (also at the top level) measures ``steps_per_execution``, XLA, the dtype policy, the
+input pipeline and, if allowed, the batch size on fresh copies of a model, against the model
+as given, and returns a :class:`TuneResult`. Names resolve lazily (PEP 562).
+"""
+
+from __future__ import annotations
+
+from tfthroughput._lazy import lazy_exports
+
+# Public name -> module that defines it.
+_EXPORTS: dict[str, str] = {
+    "LossCheck": "tfthroughput.tuning.loss_check",
+    "TuneResult": "tfthroughput.tuning.result",
+    "TuneSetup": "tfthroughput.tuning.setup",
+    "TuneTrial": "tfthroughput.tuning.result",
+    "tune": "tfthroughput.tuning.tuner",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -1,0 +1,176 @@
+"""tune's argument checks, and the data ``fit`` takes, fed the same way to every trial.
+
+Each check names the argument and the value received. TensorFlow is never imported here: a
+``tf.data.Dataset`` can only exist if the caller imported TensorFlow already.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+
+ARRAYS = "arrays"
+BATCHED = "batched dataset"
+UNBATCHED = "unbatched dataset"
+
+
+def is_dataset(value: object) -> bool:
+    """Whether ``value`` is a ``tf.data.Dataset`` (without importing TensorFlow)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(value, tf.data.Dataset)
+
+
+def check_builder(build_model: object) -> None:
+    if isinstance(build_model, keras.Model):
+        raise TypeError(
+            "`build_model` must be a zero-argument function that returns a new compiled "
+            "keras.Model, not a model (each trial needs a fresh one, built under its own "
+            f"precision policy): pass e.g. `lambda: make_model()`. Received: "
+            f"build_model={build_model.name!r} (a {type(build_model).__name__})"
+        )
+    if not callable(build_model):
+        raise TypeError(
+            "`build_model` must be a zero-argument function that returns a new compiled "
+            f"keras.Model. Received: build_model={build_model!r}"
+        )
+
+
+def check_model(model: object) -> keras.Model:
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            f"`build_model` must return a compiled keras.Model. Received: {model!r} "
+            f"of type {type(model).__name__}"
+        )
+    if not getattr(model, "compiled", False) or model.optimizer is None:
+        raise ValueError(
+            "`build_model` must return a compiled keras.Model (call model.compile(...) inside "
+            f"it). Received: model={model.name!r}, not compiled"
+        )
+    return model
+
+
+def check_positive_seconds(name: str, value: object) -> float:
+    expected = f"`{name}` must be a positive number of seconds. Received: {name}={value!r}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(expected)
+    if not value > 0 or math.isinf(value):
+        raise ValueError(expected)
+    return float(value)
+
+
+def check_fraction(name: str, value: object) -> float:
+    expected = f"`{name}` must be a number between 0 and 1. Received: {name}={value!r}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(expected)
+    if not 0 < value < 1:
+        raise ValueError(expected)
+    return float(value)
+
+
+def _is_array(value: object) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) > 0
+
+
+def _leaves(value: object) -> list:
+    return keras.tree.flatten(value)
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """What ``fit`` takes, as given, and how each trial is fed from it.
+
+    Attributes:
+        kind: ``"arrays"``, ``"batched dataset"`` or ``"unbatched dataset"``.
+        value: ``(x, y)`` for arrays, else the dataset.
+        batch_size: Examples per batch; ``None`` for a batched dataset.
+        epoch_batches: Batches in one pass over the data, or ``None`` when unknown or infinite.
+    """
+
+    kind: str
+    value: Any
+    batch_size: int | None
+    epoch_batches: int | None
+
+    def feed(self, batch_size: int | None, steps: int) -> dict[str, Any]:
+        """``fit`` arguments yielding at least ``steps`` batches, in the same order every time
+        (arrays unshuffled and repeated, datasets repeated)."""
+        if self.kind == ARRAYS:
+            x, y = self.value
+            examples = len(_leaves(x)[0])
+            repeats = max(1, math.ceil(steps * batch_size / examples))
+            tile = lambda array: np.concatenate([np.asarray(array)] * repeats)  # noqa: E731
+            x, y = keras.tree.map_structure(tile, x), keras.tree.map_structure(tile, y)
+            return {"x": x, "y": y, "batch_size": batch_size, "shuffle": False}
+        dataset = self.value if self.kind == BATCHED else self.value.batch(batch_size)
+        return {"x": dataset.repeat(), "shuffle": False}
+
+    def first_batch(self) -> tuple[Any, Any]:
+        """The first batch, as NumPy arrays (or tensors), for the compute-only probe."""
+        if self.kind == ARRAYS:
+            x, y = self.value
+            take = lambda array: np.asarray(array)[: self.batch_size]  # noqa: E731
+            return keras.tree.map_structure(take, x), keras.tree.map_structure(take, y)
+        dataset = self.value if self.kind == BATCHED else self.value.batch(self.batch_size)
+        batch = next(iter(dataset))
+        x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        return x, y
+
+
+def training_data(data: object, batch_size: object) -> TrainingData:
+    """Check ``data`` and ``batch_size`` and say how ``fit`` will read them.
+
+    Raises:
+        TypeError: If ``data`` is something ``fit`` cannot take, or ``batch_size`` is not an int.
+        ValueError: If ``batch_size`` is missing or out of range for the kind of data.
+    """
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+    ):
+        raise TypeError(
+            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size!r}"
+        )
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(
+            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
+        )
+    if is_dataset(data):
+        cardinality = int(data.cardinality())
+        if batch_size is None:
+            epoch = cardinality if cardinality > 0 else None
+            return TrainingData(BATCHED, data, None, epoch)
+        epoch = -(-cardinality // batch_size) if cardinality > 0 else None
+        return TrainingData(UNBATCHED, data, int(batch_size), epoch)
+    if isinstance(data, tuple) and len(data) == 2 and data[0] is not None:
+        x, y = data
+        leaves = _leaves(x) + ([] if y is None else _leaves(y))
+        if leaves and all(_is_array(leaf) for leaf in leaves):
+            lengths = {int(leaf.shape[0]) for leaf in leaves}
+            if len(lengths) != 1:
+                raise ValueError(
+                    "`data` arrays must all have the same number of examples (first axis). "
+                    f"Received lengths {sorted(lengths)}"
+                )
+            examples = lengths.pop()
+            size = 32 if batch_size is None else int(batch_size)  # fit's own default
+            if size > examples:
+                raise ValueError(
+                    f"`batch_size` must not exceed the {examples} examples in `data`. "
+                    f"Received: batch_size={size}"
+                )
+            return TrainingData(ARRAYS, (x, y), size, examples // size)
+    raise TypeError(
+        "`data` must be what model.fit takes: a tf.data.Dataset (batched, or unbatched with "
+        "`batch_size`), or a tuple (x, y) of NumPy arrays (with `batch_size`, default 32). "
+        f"Received: data={_short(data)} of type {type(data).__name__}"
+    )
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

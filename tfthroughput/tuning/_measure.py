@@ -1,0 +1,137 @@
+"""Measure a candidate against the baseline in alternated rounds, so machine drift cancels.
+
+Each round times one run of the baseline and one of the candidate, back to back, in
+alternating order (baseline first in even rounds, candidate first in odd ones). The ratio of
+each round is the candidate's examples/s over the baseline's in that round; the result is the
+median ratio and its spread. The noise of the run is the baseline's own spread over the same
+rounds, ``(max - min) / median`` of its examples/s, at least :data:`MIN_NOISE`. A candidate is
+faster only when its median ratio exceeds ``1 + noise`` and it beat the baseline in more than
+half of the rounds (one round lost to a descheduled run does not veto it, as it would if every
+round had to be won).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tfthroughput.tuning._runner import Runner
+
+# A floor on the noise: two runs of the same code on a shared machine differ by a few percent
+# even when a handful of rounds happen to agree.
+MIN_NOISE = 0.03
+_GPU_UTIL = "utilization_percent"
+_SM_ACTIVITY = "sm_activity_percent"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate measured against the baseline in the same rounds.
+
+    Attributes:
+        examples_per_second: Median examples/s of the candidate.
+        baseline_examples_per_second: Median examples/s of the baseline in these rounds.
+        ratio: Median of the per-round ratios (candidate / baseline).
+        ratio_low: Lowest per-round ratio.
+        ratio_high: Highest per-round ratio.
+        noise: Relative spread of the baseline in these rounds (at least ``MIN_NOISE``).
+        gpu_utilization: Mean GPU-Util (%) over the candidate's runs, where a GPU is sampled.
+        sm_activity: Mean SM activity (%) over the candidate's runs, where measured.
+    """
+
+    examples_per_second: float
+    baseline_examples_per_second: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    noise: float
+    gpu_utilization: float | None = None
+    sm_activity: float | None = None
+    baseline_speeds: tuple[float, ...] = ()
+    rounds_won: int = 0
+    rounds: int = 0
+
+    @property
+    def faster(self) -> bool:
+        """Whether the median ratio exceeds ``1 + noise`` and more than half the rounds beat
+        the baseline."""
+        return self.ratio > 1.0 + self.noise and 2 * self.rounds_won > self.rounds
+
+
+class GPUWindows:
+    """GPU-Util and SM activity over the candidate's runs only, from the package's sampler.
+
+    Args:
+        sampler: A started :class:`tfthroughput.hardware.sampler.Sampler` (with GPU sources),
+            or ``None`` where no GPU is sampled.
+    """
+
+    def __init__(self, sampler: object | None) -> None:
+        self._sampler = sampler
+        self._sums: dict[str, list[float]] = {}
+
+    def begin(self) -> None:
+        self._sums = {_GPU_UTIL: [], _SM_ACTIVITY: []}
+        if self._sampler is not None:
+            self._sampler.collect(sample_now=True)  # drop what came before
+
+    def after_candidate_run(self) -> None:
+        if self._sampler is None:
+            return
+        stats = self._sampler.collect(sample_now=True)
+        for key, value in stats.items():
+            if key.source.startswith("gpu") and key.metric in self._sums:
+                self._sums[key.metric].append(value.mean)
+
+    def after_baseline_run(self) -> None:
+        if self._sampler is not None:
+            self._sampler.collect(sample_now=True)  # the baseline's window is not counted
+
+    def mean(self, metric: str) -> float | None:
+        values = self._sums.get(metric) or []
+        return statistics.fmean(values) if values else None
+
+
+def compare(
+    baseline: Runner,
+    candidate: Runner,
+    rounds: int,
+    gpu: GPUWindows | None = None,
+    *,
+    before_round: Callable[[], None] | None = None,
+) -> Comparison:
+    """Time ``rounds`` alternated runs of both; raises the candidate's ``TrialFailed``."""
+    gpu = gpu or GPUWindows(None)
+    gpu.begin()
+    base_speeds: list[float] = []
+    speeds: list[float] = []
+    for index in range(rounds):
+        if before_round is not None:
+            before_round()
+        order = (baseline, candidate) if index % 2 == 0 else (candidate, baseline)
+        for runner in order:
+            seconds = runner.run()
+            speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
+            if runner is baseline:
+                base_speeds.append(speed)
+                gpu.after_baseline_run()
+            else:
+                speeds.append(speed)
+                gpu.after_candidate_run()
+    ratios = [speed / base for speed, base in zip(speeds, base_speeds, strict=True)]
+    base_median = statistics.median(base_speeds)
+    noise = max(MIN_NOISE, (max(base_speeds) - min(base_speeds)) / base_median)
+    return Comparison(
+        examples_per_second=statistics.median(speeds),
+        baseline_examples_per_second=base_median,
+        ratio=statistics.median(ratios),
+        ratio_low=min(ratios),
+        ratio_high=max(ratios),
+        noise=noise,
+        gpu_utilization=gpu.mean(_GPU_UTIL),
+        sm_activity=gpu.mean(_SM_ACTIVITY),
+        baseline_speeds=tuple(base_speeds),
+        rounds_won=sum(ratio > 1.0 for ratio in ratios),
+        rounds=len(ratios),
+    )

@@ -1,0 +1,112 @@
+"""The input-pipeline knob (TensorFlow only): when to try it, and the rebuilt pipeline.
+
+It is tried only where the input is the limit: ``lint_pipeline`` finds something in a
+``tf.data`` pipeline, or the compute-only probe (the same model trained on one batch held in
+memory, as ``diagnose`` measures it) shows an input-bound fraction at or above
+``diagnose``'s threshold. The rebuilt pipeline is what :func:`tfthroughput.build_pipeline`
+makes of the same data: a ``cache`` where the data is finite and has no shuffle or random op
+(so every pass yields the same examples in the same order), ``repeat``, ``prefetch(AUTOTUNE)``
+last, and tf.data's options (autotuning, parallel map, deterministic order, so the loss check
+still applies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfthroughput._optional import import_tensorflow
+from tfthroughput.diagnosis.verdict import input_bound_fraction
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, TrainingData
+
+# Lint rules about speed (not about reproducibility).
+_SPEED_RULES = frozenset(
+    {
+        "no-final-prefetch",
+        "sequential-map",
+        "sequential-file-reads",
+        "per-example-work-after-batch",
+        "sequential-generator",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """The rebuilt pipeline and why it is tried.
+
+    Attributes:
+        build_pipeline_kwargs: Arguments for ``tfthroughput.build_pipeline(data, ...)``.
+        lint_rules: Speed findings of ``lint_pipeline`` (empty for arrays).
+        notes: What the rebuild does and does not change, as sentences.
+    """
+
+    build_pipeline_kwargs: dict[str, Any]
+    lint_rules: tuple[str, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def lint_rules(data: TrainingData) -> tuple[str, ...]:
+    """Speed findings of ``lint_pipeline`` for a dataset (none for arrays)."""
+    if data.kind == ARRAYS:
+        return ()
+    from tfthroughput.data.lint import lint_pipeline
+
+    return tuple(rule for rule in lint_pipeline(data.value).rules if rule in _SPEED_RULES)
+
+
+def probe_fraction(compute_only_ratio: float) -> float:
+    """diagnose's input-bound fraction from the compute-only probe's ratio to the baseline."""
+    return input_bound_fraction(compute_only_ratio, 1.0)
+
+
+def plan(data: TrainingData) -> PipelinePlan:
+    """What the rebuilt pipeline will be for ``data``."""
+    import_tensorflow("tfthroughput.tune's pipeline knob")
+    notes = []
+    cacheable = data.epoch_batches is not None
+    if data.kind != ARRAYS:
+        from tfthroughput.data._graph import DatasetGraph
+        from tfthroughput.data._ops import SHUFFLE_OPS
+
+        graph = DatasetGraph(data.value)
+        random = [s for s in graph.stages if s.op in SHUFFLE_OPS or graph.random_ops(s)]
+        if random:
+            cacheable = False
+            notes.append(f"not cached: {random[0]} is random, a cache would freeze it")
+    if data.epoch_batches is None:
+        notes.append("not cached: the dataset is infinite or of unknown length")
+    if cacheable:
+        notes.append("cached in memory after the first pass (the first epoch still reads it)")
+    notes.append(
+        "a map of a stateful function (tf.py_function, ...) stays sequential: see lint_pipeline"
+    )
+    return PipelinePlan(
+        build_pipeline_kwargs={
+            "batch_size": None if data.kind == BATCHED else data.batch_size,
+            "cache": cacheable,
+            "deterministic": True,
+            "repeat": True,
+        },
+        lint_rules=lint_rules(data),
+        notes=tuple(notes),
+    )
+
+
+def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) -> Any:
+    """The rebuilt dataset (infinite), at ``batch_size`` where the data can be re-batched."""
+    from tfthroughput.data.pipeline import build_pipeline
+
+    kwargs = dict(pipeline.build_pipeline_kwargs)
+    if data.kind != BATCHED:
+        kwargs["batch_size"] = batch_size
+    return build_pipeline(data.value, **kwargs)
+
+
+def fill_cache(dataset: Any, batches: int | None) -> None:
+    """Read one full pass, so that the cache is complete before anything is timed."""
+    if batches is None:
+        return
+    iterator = iter(dataset)
+    for _ in range(batches + 1):
+        next(iterator)

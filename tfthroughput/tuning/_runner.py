@@ -1,0 +1,210 @@
+"""One trial's model: built fresh under its setup, warmed up once, then timed on demand.
+
+A runner stays alive for all of its rounds, so tracing and XLA compilation happen once, in
+the warm-up, and each timed run is ``steps`` steps of an already compiled train function.
+Every runner starts from the same seed, so its initial weights (and dropout draws) equal the
+baseline's and the warm-up losses can be compared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import keras
+
+from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
+from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
+from tfthroughput.precision.xla import _is_xla_failure
+from tfthroughput.tuning._arguments import check_model
+from tfthroughput.tuning.setup import TuneSetup
+
+
+class TrialFailed(Exception):
+    """A trial that cannot be chosen; the message is the reason shown in the table."""
+
+
+class _EpochSeconds(keras.callbacks.Callback):
+    """Times each epoch with epoch hooks only, so Keras keeps dispatching steps asynchronously;
+    an epoch ends with Keras reading the loss back, so its time covers the steps' execution."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self._clock = clock
+        self._start = 0.0
+        self.seconds: list[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = self._clock()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(self._clock() - self._start)
+
+
+def _reason(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    first = (lines[0] if lines else "")[:160]
+    if _is_xla_failure(error):
+        return f"XLA could not compile the train step ({first})"
+    name = type(error).__name__
+    if name == "ResourceExhaustedError" or isinstance(error, MemoryError):
+        return f"out of memory ({name}: {first})"
+    return f"{name}: {first}" if first else name
+
+
+class Runner:
+    """A fresh model for ``setup``, fed by ``feed``, timed ``steps`` steps at a time.
+
+    Args:
+        setup: The knobs; ``None`` for the model as given (its setup is read after the build,
+            with ``batch_size``).
+        build_model: The user's builder.
+        feed: ``fit`` arguments (data) yielding at least ``steps`` batches.
+        steps: Steps per timed run, a multiple of the setup's ``steps_per_execution``.
+        examples_per_step: Examples in one step, for examples/s.
+        seed: Seed set before the model is built.
+        clock: Seconds clock.
+        warm_data: Called once before the warm-up (fills a cache: a full pass of the data).
+        warmup_steps: Steps of the warm-up (whose mean loss is compared); defaults to
+            ``steps``.
+    """
+
+    def __init__(
+        self,
+        setup: TuneSetup | None,
+        build_model: Callable[[], keras.Model],
+        feed: dict[str, Any],
+        *,
+        steps: int,
+        examples_per_step: int,
+        seed: int,
+        clock: Callable[[], float],
+        warm_data: Callable[[], None] | None = None,
+        batch_size: int | None = None,
+        warmup_steps: int | None = None,
+    ) -> None:
+        self.setup = setup
+        self.warmup_steps = warmup_steps or steps
+        self._batch_size = batch_size
+        self._build_model = build_model
+        self._feed = feed
+        self.steps = steps
+        self.examples_per_step = examples_per_step
+        self._seed = seed
+        self._clock = clock
+        self._warm_data = warm_data
+        self.model: keras.Model | None = None
+        self.warmup_seconds = 0.0
+        self.warmup_loss = math.nan
+        self.memory_bytes: int | None = None
+        self.notes: list[str] = []
+
+    def start(self, *, user_model_errors: bool = False) -> None:
+        """Build, configure and warm up. Raises :class:`TrialFailed` with the reason.
+
+        With ``user_model_errors``, a builder that returns no compiled model raises its own
+        ``TypeError``/``ValueError`` (the baseline: the user must fix the builder)."""
+        _release_free_memory()
+        with _PeakAdded() as memory:
+            start = self._clock()
+            try:
+                self._build()
+            except TrialFailed:
+                raise
+            except (TypeError, ValueError) as error:
+                if user_model_errors:
+                    raise
+                raise TrialFailed(_reason(error)) from error
+            except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
+                raise TrialFailed(_reason(error)) from error
+            if self._warm_data is not None:
+                self._warm_data()
+            self.warmup_loss = self._fit(self.warmup_steps)[1]
+            self.warmup_seconds = self._clock() - start
+        self.memory_bytes = _device_peak_bytes() or memory.added
+
+    def run(self) -> float:
+        """Seconds of one timed run of ``steps`` steps."""
+        return self._fit(self.steps)[0]
+
+    def set_feed(self, feed: dict[str, Any]) -> None:
+        """Feed later runs from ``feed`` (longer runs need more data from arrays)."""
+        self._feed = feed
+
+    def close(self) -> None:
+        self.model = None
+
+    def _build(self) -> None:
+        keras.utils.set_random_seed(self._seed)
+        if self.setup is None:
+            model = check_model(self._build_model())
+            self.setup = TuneSetup(
+                int(model.steps_per_execution),
+                bool(model.jit_compile),
+                keras.config.dtype_policy().name,
+                batch_size=self._batch_size,
+            )
+            self.model = model
+            return
+        with mixed_precision(self.setup.policy), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = check_model(self._build_model())
+            model.steps_per_execution = self.setup.steps_per_execution
+            model.jit_compile = self.setup.jit_compile
+            if self.setup.jit_compile and not model.jit_compile:
+                raise TrialFailed("a layer of the model does not support XLA (Keras says so)")
+            model.train_function = None
+            if self.setup.policy != "float32":
+                with contextlib.suppress(ValueError):  # not built yet: checked after warm-up
+                    check_mixed_precision_outputs(model)
+        self.notes += sorted({str(w.message).split(". ")[0] for w in caught if _is_ours(w)})
+        self.model = model
+
+    def _fit(self, steps: int) -> tuple[float, float]:
+        timer = _EpochSeconds(self._clock)
+        try:
+            history = self.model.fit(
+                **self._feed,
+                epochs=1,
+                steps_per_epoch=steps,
+                verbose=0,
+                callbacks=[timer],
+            )
+        except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
+            raise TrialFailed(_reason(error)) from error
+        loss = float(history.history["loss"][-1])
+        if not math.isfinite(loss):
+            raise TrialFailed(f"the loss is {loss} after {steps} steps")
+        if len(timer.seconds) != 1:
+            raise TrialFailed("fit stopped before the end of the epoch (stop_training was set)")
+        return timer.seconds[0], loss
+
+
+def _is_ours(caught: warnings.WarningMessage) -> bool:
+    return "low precision" in str(caught.message)
+
+
+def _device_peak_bytes() -> int | None:
+    """Peak memory of the first GPU where the backend tells it (TensorFlow, JAX), else None."""
+    tf = sys.modules.get("tensorflow")
+    if keras.backend.backend() == "tensorflow" and tf is not None:
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            try:
+                peak = tf.config.experimental.get_memory_info(gpus[0].name)["peak"]
+                tf.config.experimental.reset_memory_stats(gpus[0].name)
+                return int(peak)
+            except (ValueError, RuntimeError):
+                return None
+    if keras.backend.backend() == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        if device.platform == "gpu":
+            stats = device.memory_stats() or {}
+            return stats.get("peak_bytes_in_use")
+    return None

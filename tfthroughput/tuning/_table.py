@@ -1,0 +1,81 @@
+"""The printed form of a :class:`~tfthroughput.tuning.result.TuneResult`: a table and a verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfthroughput.tuning._status import BASELINE, PROBE
+
+# TuneResult and TuneTrial (tuning/result.py imports this module, so they are not imported).
+TuneResult = TuneTrial = Any
+
+
+def _ratio(trial: TuneTrial) -> str:
+    if trial.ratio is None:
+        return ""
+    if trial.status == BASELINE:
+        return "1.00"
+    return f"{trial.ratio:.2f} [{trial.ratio_low:.2f}-{trial.ratio_high:.2f}]"
+
+
+def _optional(value: float | None, text: str) -> str:
+    return "" if value is None else text.format(value)
+
+
+def _row(trial: TuneTrial, gpu: bool) -> list[str]:
+    check = "" if trial.loss_check is None else str(trial.loss_check).split(" (")[0]
+    cells = [
+        trial.label,
+        _optional(trial.examples_per_second, "{:,.0f}"),
+        _ratio(trial),
+        _optional(trial.noise, "{:.0%}"),
+        _optional(trial.warmup_seconds, "{:.1f}"),
+        _optional(None if trial.memory_bytes is None else trial.memory_bytes / 2**20, "{:,.0f}"),
+    ]
+    if gpu:
+        cells += [
+            _optional(trial.gpu_utilization, "{:.0f}"),
+            _optional(trial.sm_activity, "{:.0f}"),
+        ]
+    cells += [check, trial.status + (f": {trial.reason}" if trial.reason else "")]
+    return cells
+
+
+def render(result: TuneResult) -> str:
+    """The trials as an aligned table, then the choice, the snippet and the notes."""
+    gpu = any(t.gpu_utilization is not None for t in result.trials)
+    header = ["setting", "examples/s", "x baseline [spread]", "noise", "warm-up s", "MiB"]
+    if gpu:
+        header += ["GPU-Util %", "SM %"]
+    header += ["loss check", "result"]
+    rows = [header] + [_row(t, gpu) for t in result.trials]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = []
+    for row in rows:
+        pairs = enumerate(zip(row[:-1], widths, strict=True))
+        cells = [cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs]
+        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    budget = " (stopped by the time budget)" if result.stopped_by_budget else ""
+    lines.append("")
+    lines.append(
+        f"search: {len(result.trials)} trials in {result.seconds:.1f} s "
+        f"(budget {result.time_budget:.0f} s){budget}"
+    )
+    if result.improved:
+        trial = result.chosen_trial
+        lines.append(
+            f"chosen: {trial.label}: {trial.ratio:.2f}x the baseline "
+            f"(lowest round {trial.ratio_low:.2f}x, noise {trial.noise:.0%})"
+        )
+        lines += ["", result.snippet]
+    else:
+        tried = [t for t in result.trials if t.status not in (BASELINE, PROBE)]
+        if tried:
+            why = ""
+        elif result.stopped_by_budget:
+            why = " (the time budget ran out before any candidate: raise time_budget)"
+        else:
+            why = " (no knob applied: see the notes)"
+        lines.append("chosen: the baseline, as given: nothing beat it outside the noise" + why)
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)

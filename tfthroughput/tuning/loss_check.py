@@ -1,0 +1,54 @@
+"""Does a candidate keep the baseline's arithmetic? The losses of the warm-up, compared.
+
+Every trial starts from the same seed (so the same initial weights) and warms up on the same
+examples in the same order, so the mean training loss of its warm-up epoch is comparable with
+the baseline's. Knobs that must not change the arithmetic (``steps_per_execution``, a
+rebuilt pipeline that keeps the order) must match it within :data:`EXACT_TOLERANCE`; knobs
+that change it (XLA, the dtype policy, the batch size) may differ, and are rejected when the
+difference exceeds the ``loss_tolerance`` given to :func:`tfthroughput.tune`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Relative difference allowed where the arithmetic must not change: float32 rounding noise of
+# the loss's mean, far below any real change of the computation.
+EXACT_TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class LossCheck:
+    """The loss after the same examples, for the baseline and a candidate.
+
+    Attributes:
+        baseline_loss: Mean training loss of the baseline's warm-up epoch.
+        loss: The candidate's, over the same examples.
+        same_arithmetic: Whether the candidate's knobs must leave the arithmetic unchanged.
+        tolerance: Relative difference allowed (``EXACT_TOLERANCE`` when
+            ``same_arithmetic``, else the ``loss_tolerance`` of the search).
+    """
+
+    baseline_loss: float
+    loss: float
+    same_arithmetic: bool
+    tolerance: float
+
+    @property
+    def relative_difference(self) -> float:
+        """``|loss - baseline_loss| / max(|baseline_loss|, 1e-12)``."""
+        return abs(self.loss - self.baseline_loss) / max(abs(self.baseline_loss), 1e-12)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the difference is within the tolerance."""
+        return math.isfinite(self.loss) and self.relative_difference <= self.tolerance
+
+    def __str__(self) -> str:
+        what = "same" if self.same_arithmetic else "changed"
+        verdict = "ok" if self.passed else "DIVERGES"
+        return (
+            f"{verdict}: {self.relative_difference:.1e} ({what} arithmetic, "
+            f"tolerance {self.tolerance:.0e})"
+        )

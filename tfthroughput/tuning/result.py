@@ -1,0 +1,182 @@
+"""What :func:`tfthroughput.tune` returns: every trial, the chosen setup, and how to use it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importable from here
+    BASELINE,
+    FAILED,
+    FASTER,
+    NOT_FASTER,
+    PROBE,
+    REJECTED,
+    SLOWER,
+)
+from tfthroughput.tuning._table import render
+from tfthroughput.tuning.loss_check import LossCheck
+from tfthroughput.tuning.setup import TuneSetup
+
+
+@dataclass(frozen=True)
+class TuneTrial:
+    """One measured setup.
+
+    Attributes:
+        setup: The knobs.
+        label: What changed from the baseline, e.g. ``"steps_per_execution=32, XLA on"``.
+        status: ``"baseline"``, ``"faster"``, ``"within noise"``, ``"slower"``,
+            ``"loss diverges"``, ``"failed"`` or ``"probe"`` (the compute-only probe: the
+            model fed one batch from memory, never chosen).
+        examples_per_second: Median examples/s over the rounds; ``None`` when it failed.
+        ratio: Median ratio to the baseline in the same rounds; ``None`` when it failed.
+        ratio_low: Lowest per-round ratio.
+        ratio_high: Highest per-round ratio.
+        noise: The baseline's relative spread in the same rounds.
+        rounds_won: Rounds in which it beat the baseline.
+        warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
+            warm-up run), not timed in the examples/s.
+        memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
+            the process's peak RSS over its start.
+        gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
+        sm_activity: Mean SM activity (%) over its timed runs, where measured.
+        loss_check: The warm-up loss against the baseline's; ``None`` for the baseline.
+        reason: Why it failed, or notes on it.
+    """
+
+    setup: TuneSetup
+    label: str
+    status: str
+    examples_per_second: float | None = None
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    noise: float | None = None
+    rounds_won: int | None = None
+    warmup_seconds: float | None = None
+    memory_bytes: int | None = None
+    gpu_utilization: float | None = None
+    sm_activity: float | None = None
+    loss_check: LossCheck | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :func:`tfthroughput.tune` found.
+
+    Attributes:
+        baseline: The setup as given.
+        chosen: Of the setups that beat the baseline outside the noise and kept the loss,
+            the one with the highest median ratio; ``baseline`` when none did.
+        trials: Every trial, in the order run (the baseline first).
+        seconds: Wall-clock seconds the search took.
+        time_budget: The budget it had, in seconds.
+        stopped_by_budget: Whether the budget ended the search before every knob was tried.
+        pipeline_kwargs: Arguments for ``tfthroughput.build_pipeline(data, ...)`` when the
+            chosen setup rebuilds the input pipeline; else ``None``.
+        notes: What was not tried and why, and what the chosen setup changes, as sentences.
+    """
+
+    baseline: TuneSetup
+    chosen: TuneSetup
+    trials: tuple[TuneTrial, ...]
+    seconds: float
+    time_budget: float
+    stopped_by_budget: bool = False
+    pipeline_kwargs: dict[str, Any] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def improved(self) -> bool:
+        """Whether a setup beat the baseline outside the noise."""
+        return self.chosen != self.baseline
+
+    @property
+    def chosen_trial(self) -> TuneTrial:
+        """The trial of the chosen setup."""
+        wanted = BASELINE if not self.improved else FASTER
+        return max(
+            (t for t in self.trials if t.setup == self.chosen and t.status == wanted),
+            key=lambda t: t.ratio or 1.0,
+        )
+
+    @property
+    def speedup(self) -> float:
+        """Median ratio of the chosen setup to the baseline (``1.0`` for the baseline)."""
+        return self.chosen_trial.ratio or 1.0
+
+    @property
+    def compile_kwargs(self) -> dict[str, Any]:
+        """``model.compile`` keyword arguments of the chosen setup."""
+        return self.chosen.compile_kwargs
+
+    def apply(self, model: Any) -> Any:
+        """Set the chosen ``steps_per_execution`` and ``jit_compile`` on a compiled model.
+
+        See :meth:`TuneSetup.apply`; the policy, the batch size and the pipeline are applied
+        by building under :func:`tfthroughput.mixed_precision`, in ``fit`` and with
+        :func:`tfthroughput.build_pipeline` (see :attr:`snippet`).
+        """
+        return self.chosen.apply(model)
+
+    @property
+    def snippet(self) -> str:
+        """Python lines that apply the chosen setup, to paste into a training script."""
+        chosen, lines = self.chosen, []
+        if chosen.policy != self.baseline.policy:
+            lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
+        lines.append("model = build_model()")
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
+        lines.append(f"model.compile(..., {kwargs})")
+        data = "data"
+        if self.pipeline_kwargs is not None:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.pipeline_kwargs.items())
+            lines.append(f"dataset = tfthroughput.build_pipeline(data, {args})")
+            data = "dataset"
+        batch = ""
+        if chosen.batch_size != self.baseline.batch_size and self.pipeline_kwargs is None:
+            batch = f", batch_size={chosen.batch_size}"
+        lines.append(f"model.fit({data}{batch}, ...)")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain JSON-able values."""
+
+        def trial(t: TuneTrial) -> dict[str, Any]:
+            values = {k: v for k, v in vars(t).items() if k not in ("setup", "loss_check")}
+            values["setup"] = vars(t.setup)
+            if t.loss_check is not None:
+                values["loss_check"] = {**vars(t.loss_check), "passed": t.loss_check.passed}
+            return values
+
+        return {
+            "baseline": vars(self.baseline),
+            "chosen": vars(self.chosen),
+            "speedup": self.speedup,
+            "seconds": self.seconds,
+            "time_budget": self.time_budget,
+            "stopped_by_budget": self.stopped_by_budget,
+            "compile_kwargs": self.compile_kwargs,
+            "pipeline_kwargs": self.pipeline_kwargs,
+            "notes": list(self.notes),
+            "trials": [trial(t) for t in self.trials],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def __str__(self) -> str:
+        return render(self)
+
+    def write_to_tensorboard(self, log_dir: str) -> str:
+        """Write the table to TensorBoard's Text tab (tag ``tune/result``) in ``log_dir``.
+
+        Returns:
+            The event file's path.
+        """
+        from tfthroughput.tuning._tensorboard import write_text
+
+        return write_text(log_dir, "tune/result", str(self), self.to_json())
