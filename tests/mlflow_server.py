@@ -71,7 +71,10 @@ class MLflowServer:
 
     def wait_until_up(self) -> MLflowServer:
         """Wait for the health endpoint; raise with the server's log if it does not come up."""
-        while self.start_seconds is None and time.monotonic() - self.launched < START_TIMEOUT:
+        # The server is launched at collection, possibly long before this is called (a full
+        # suite reaches the sink tests minutes later): always allow a few seconds of asking.
+        deadline = max(self.launched + START_TIMEOUT, time.monotonic() + 15.0)
+        while self.start_seconds is None and time.monotonic() < deadline:
             if self.process.poll() is not None:
                 break
             try:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 
-from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
 from tensorboard.plugins.text import metadata as text_metadata
+from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tfthroughput.monitor.events import EventWriter
+from tfthroughput.monitor.event_writer import create_new_file, event_file_name
 
 
 def _text_summary(tag: str, text: str) -> summary_pb2.Summary:
@@ -24,12 +27,34 @@ def _text_summary(tag: str, text: str) -> summary_pb2.Summary:
 
 def write_text(log_dir: str, tag: str, text: str, json_text: str) -> str:
     """Write ``text`` (as a preformatted block) under ``tag``, and the JSON under
-    ``tag + "_json"``, in a new event file in ``log_dir``; returns the file's path."""
-    writer = EventWriter(os.fspath(log_dir), os.fspath(log_dir))
+    ``tag + "_json"``, in a new event file in ``log_dir``; returns the file's path.
+
+    Written at once, on the caller's thread: two records at the end of a search, where the
+    monitor's background writer (made for a training loop) would only add a thread.
+    """
+    log_dir = os.fspath(log_dir)
+    os.makedirs(log_dir, exist_ok=True)
+    wall_time = time.time()
+    for number in itertools.count():  # the monitor's files may hold the first numbers
+        path = os.path.join(log_dir, event_file_name(number, wall_time))
+        try:
+            file = create_new_file(path)
+        except FileExistsError:
+            continue
+        break
+    block = "\n".join("    " + line for line in text.splitlines())  # Markdown code block
+    events = [
+        event_pb2.Event(wall_time=wall_time, file_version="brain.Event:2"),
+        event_pb2.Event(wall_time=wall_time, step=0, summary=_text_summary(tag, block)),
+        event_pb2.Event(
+            wall_time=wall_time, step=0, summary=_text_summary(tag + "_json", json_text)
+        ),
+    ]
+    writer = RecordWriter(file)
     try:
-        block = "\n".join("    " + line for line in text.splitlines())  # Markdown code block
-        writer._write_summary(0, _text_summary(tag, block), tag)
-        writer._write_summary(0, _text_summary(tag + "_json", json_text), tag + "_json")
-        return writer._writer._writer.name
+        for event in events:
+            writer.write(event.SerializeToString())
+        writer.flush()
     finally:
         writer.close()
+    return path
