@@ -53,9 +53,13 @@ def test_tick_clock_gives_exact_rates_and_a_report_about_predict():
     assert text.startswith("tfthroughput inference diagnosis (batch size 4")
     assert "(b) predict step alone" in text and "(c) predict, both together" in text
     assert "the predict step itself is the bottleneck" in text
-    assert [r.action for r in report.recommendations] == [
-        "a larger batch: model.predict(..., batch_size=16) or more"
-    ]
+    # Mixed precision and XLA as recommend_precision() advises on this CPU: mixed_bfloat16 only
+    # where the CPU has native bfloat16 instructions (AVX512-BF16, AMX-BF16).
+    precision = recommend_precision()
+    expected = ["a larger batch: model.predict(..., batch_size=16) or more"]
+    expected += ["XLA: model.compile(..., jit_compile=True)"] if precision.xla else []
+    expected += ['mixed_precision("auto")'] if precision.policy != "float32" else []
+    assert [r.action for r in report.recommendations] == expected
 
 
 def test_a_slow_input_pipeline_makes_inference_input_bound_with_pipeline_advice():
