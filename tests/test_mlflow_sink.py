@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import gc
 import shutil
+import socket
 import sys
 import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -68,6 +71,9 @@ def test_metrics_read_back_from_the_server_equal_the_event_files_beside_autolog(
             sinks=[MLflowSink(flush_interval=0.2)],
         )
         fit(tiny_model(), [dial, monitor], epochs=2)  # autolog opens and closes the run
+        # fit returned without waiting for the last send; MLflow takes metrics into an ended
+        # run (its status is not its lifecycle), so the last epoch arrives all the same.
+        assert monitor.sinks[0].wait_until_sent()
     finally:
         mlflow.keras.autolog(disable=True)
         mlflow.flush_async_logging()
@@ -148,6 +154,48 @@ def test_bad_arguments_fail_when_the_sink_is_made(arguments, message):
         MLflowSink(**arguments)
 
 
+def test_the_end_of_fit_does_not_wait_for_a_silent_server(tmp_path, monkeypatch):
+    # A server that accepts connections and never answers: MLflow's client waits for its
+    # HTTP timeout (30 s here); with a close_timeout of 20 s, an end of fit that waited for
+    # the last send would take 20 s.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    silent = socket.create_server(("127.0.0.1", 0))
+    run_id = "0" * 32
+    sink = MLflowSink(
+        run_id,
+        tracking_uri=f"http://127.0.0.1:{silent.getsockname()[1]}",
+        flush_interval=0.05,
+        close_timeout=20,
+    )
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(EpochDial()), sinks=[sink])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        started = time.monotonic()
+        history = fit(tiny_model(), [monitor], epochs=2)
+        fit_seconds = time.monotonic() - started
+        assert not sink.wait_until_sent(timeout=0.2)  # the first send still waits
+    assert len(history.history["loss"]) == 2
+    assert fit_seconds < 15, fit_seconds
+    assert sink.dropped_metrics > 0
+    assert [str(w.message) for w in caught if "MLflowSink" in str(w.message)] == [
+        f"MLflowSink could not log to run {run_id} (the tracking server took longer than "
+        f"0.2 s; {sink.dropped_metrics} not sent). Training goes on; the monitor's metrics "
+        "for MLflow are dropped from here on (TensorBoard's event files still hold them). "
+        "Warned once."
+    ]
+    silent.close()  # the client's call fails at once, its thread ends
+    _wait_for_senders()
+
+
+def _wait_for_senders() -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        t.name == "tfthroughput-mlflow" for t in threading.enumerate()
+    ):
+        time.sleep(0.05)
+
+
 class _StopServer(keras.callbacks.Callback):
     def __init__(self, server: MLflowServer, epoch: int) -> None:
         super().__init__()
@@ -177,6 +225,7 @@ def test_a_server_stopped_mid_fit_leaves_training_alone_with_one_warning(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history = fit(tiny_model(), [dial, _StopServer(server, 1), monitor], epochs=3)
+        monitor.sinks[0].wait_until_sent()
     assert not server.running
     assert len(history.history["loss"]) == 3
     sink_warnings = [
