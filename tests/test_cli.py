@@ -12,6 +12,7 @@ import sys
 import pytest
 import tensorflow as tf
 from events import event_files, read_scalars
+from interruptible import interruptible_popen, signal_state
 from monitored_runs import write_monitored_runs
 
 import tfthroughput
@@ -316,7 +317,7 @@ def test_a_failure_while_training_is_one_line_and_verbose_gives_the_traceback(tm
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
-    process = subprocess.Popen(
+    process = interruptible_popen(
         [sys.executable, "-m", "tfthroughput.cli", "demo", "--images", "600", "--epochs", "50"]
         + ["--log-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -333,6 +334,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
                 break
         else:
             pytest.fail(f"the demo ended before its first epoch: {process.wait(60)=}")
+        signals = signal_state(process.pid)
         # A Ctrl-C that lands while a finaliser (`__del__`) runs is ignored by CPython, and on
         # a loaded machine that happens now and then: as a user would, press it again.
         while process.poll() is None and interrupts < 5:
@@ -345,7 +347,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
         _, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == 130, stderr
+    assert process.returncode == 130, (signals, stderr)
     lines = stderr.splitlines()
     assert lines[-1] == "tfthroughput demo: interrupted", stderr
     if interrupts == 1:

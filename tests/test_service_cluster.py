@@ -11,6 +11,7 @@ import sys
 import psutil
 import pytest
 import tensorflow as tf
+from interruptible import interruptible_popen, signal_state
 
 from tfthroughput.data.dispatcher import DataServiceUnavailable, dispatcher_workers
 from tfthroughput.data.pipeline import build_pipeline
@@ -97,7 +98,7 @@ def test_worker_processes_serve_and_stop_with_the_cluster():
 def test_service_command_prints_the_address_serves_and_stops_on_ctrl_c():
     port = _free_port()
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = subprocess.Popen(
+    command = interruptible_popen(
         [sys.executable, "-m", "tfthroughput.cli", "service", "--workers=1", f"--port={port}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -117,8 +118,12 @@ def test_service_command_prints_the_address_serves_and_stops_on_ctrl_c():
         assert len(workers) == 1
         assert _squares_through(f"grpc://localhost:{port}") == [i * i for i in range(12)]
 
+        signals = signal_state(command.pid)
         command.send_signal(signal.SIGINT)
-        out, err = command.communicate(timeout=60)
+        try:
+            out, err = command.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no answer to SIGINT in 60 s; the command's signals: {signals}")
     finally:
         if command.poll() is None:
             command.kill()
