@@ -187,7 +187,8 @@ ALLOWED_ROOMS = {
     "tuning": {"hardware", "data", "precision", "monitor", "diagnosis"},
     "tfthroughput": set(),
 }
-EVERYTHING = {"cli", "demo", "demo_runs"}  # demo_runs: the demo's runs, checked before TF loads
+# demo_runs: the demo's runs, checked before TF loads; demo_comparison: its comparison table.
+EVERYTHING = {"cli", "demo", "demo_runs", "demo_comparison"}
 
 
 def _room(module: str) -> str:
