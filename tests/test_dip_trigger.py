@@ -19,7 +19,7 @@ from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
 from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.profiling.profile_steps import CAPTURE_TAG
-from tfthroughput.report.run_comparison import DIAGNOSIS_TAG
+from tfthroughput.report.folder_events import DIAGNOSIS_TAG
 
 GPU_UTIL = SampleKey("gpu0", "utilization_percent")
 

@@ -83,6 +83,19 @@ def event_file_name(number: int, seconds: float) -> str:
     )
 
 
+def create_event_file(
+    folder: str, wall_time: float, create_file: Callable[[str], BinaryIO] = create_new_file
+) -> tuple[BinaryIO, str]:
+    """A new event file of this process in ``folder`` (which must exist), and its path: the
+    next number whose name no file has yet, so no existing file is ever truncated."""
+    while True:
+        path = os.path.join(folder, event_file_name(next(_file_numbers), wall_time))
+        try:
+            return create_file(path), path
+        except FileExistsError:
+            continue  # another writer has this name: take the next number
+
+
 def _serialized(**fields) -> bytes:
     return event_pb2.Event(**fields).SerializeToString()
 
@@ -269,25 +282,18 @@ class EventWriter:
     def _new_file(self) -> tuple[RecordWriter, str]:
         """Create the next event file, with its version record written and flushed."""
         os.makedirs(self.run_dir, exist_ok=True)
-        while True:
-            path = os.path.join(
-                self.run_dir, event_file_name(next(_file_numbers), self._wall_clock())
-            )
-            try:
-                file = self._create_file(path)
-            except FileExistsError:
-                continue  # another writer has this name: take the next number
-            writer = RecordWriter(file)
-            header = _serialized(wall_time=self._wall_clock(), file_version="brain.Event:2")
-            try:
-                writer.write(header)
-                writer.flush()
-            except BaseException:
-                _close_quietly(writer)
-                _remove_quietly(path)  # no empty files left behind on a full disk
-                raise
-            self._complete_bytes = _framed_size(header)
-            return writer, path
+        file, path = create_event_file(self.run_dir, self._wall_clock(), self._create_file)
+        writer = RecordWriter(file)
+        header = _serialized(wall_time=self._wall_clock(), file_version="brain.Event:2")
+        try:
+            writer.write(header)
+            writer.flush()
+        except BaseException:
+            _close_quietly(writer)
+            _remove_quietly(path)  # no empty files left behind on a full disk
+            raise
+        self._complete_bytes = _framed_size(header)
+        return writer, path
 
     def _drop_file(self, *, torn: bool = False) -> None:
         """Close the current file; after a failed write (``torn``), cut it back to its last

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tfthroughput.hardware.metrics import ALL_METRICS
+from tfthroughput.report.folder_events import FolderEvents, load_folder_events
 from tfthroughput.report.steady_epochs import Speedup, steady_label, steady_median
 
 # GPUMonitor's default `run_name`: such a run is named after the folder that holds it.
 MONITOR_RUN_NAME = "hardware"
-# The text tag DiagnosisReport.write_to_tensorboard writes.
-DIAGNOSIS_TAG = "diagnosis/report"
-# The text tag TuneResult.write_to_tensorboard writes (tfthroughput.tune(log_dir=...)).
-TUNE_TAG = "tune/result"
 _HARDWARE_TAG = re.compile(
     r"^((gpu\d+|host)/\w+/(mean|min|max|p95)|epoch/(seconds|steps_per_second|examples_per_second))$"
 )
@@ -246,7 +242,7 @@ def compare_runs(log_dir: str | os.PathLike) -> RunComparison:
     folders = sorted(io_wrapper.GetLogdirSubdirectories(log_dir))
     if not folders:
         raise ValueError(f"no TensorBoard event files under {log_dir!r}")
-    loaded = {folder: _load(folder) for folder in folders}
+    loaded = {folder: load_folder_events(folder) for folder in folders}
     hardware = [folder for folder, events in loaded.items() if _has_hardware(events.scalars)]
     if not hardware:
         found = ", ".join(_relative(folder, log_dir) for folder in folders)
@@ -268,53 +264,6 @@ def compare_runs(log_dir: str | os.PathLike) -> RunComparison:
     return RunComparison(log_dir, runs, _rows(runs), tunings)
 
 
-@dataclass(frozen=True)
-class _FolderEvents:
-    """What one folder's event files hold, as far as the report is concerned."""
-
-    scalars: dict[str, tuple[tuple[int, float], ...]]
-    diagnosis: tuple[float, str] | None  # (wall time, text) of the latest diagnosis
-    first_written: float
-    tuning: tuple[float, str] | None = None  # (wall time, text) of the latest tune result
-
-
-def _load(folder: str) -> _FolderEvents:
-    from tensorboard.backend.event_processing import plugin_event_accumulator as accumulator
-    from tensorboard.util import tensor_util
-
-    events = accumulator.EventAccumulator(
-        folder, size_guidance=accumulator.STORE_EVERYTHING_SIZE_GUIDANCE
-    )
-    events.Reload()
-    scalars: dict[str, tuple[tuple[int, float], ...]] = {}
-    diagnosis = tuning = None
-    # The first summary's time, not FirstEventTimestamp(): the file header event's is whole
-    # seconds, which ties runs written within the same second.
-    first_written = float("inf")
-    for tag in events.Tags()[accumulator.TENSORS]:
-        first_written = min([first_written, *(event.wall_time for event in events.Tensors(tag))])
-        plugin = events.SummaryMetadata(tag).plugin_data.plugin_name
-        if plugin == "scalars":
-            by_step = {  # a step written twice keeps its last value, as TensorBoard shows it
-                event.step: float(tensor_util.make_ndarray(event.tensor_proto))
-                for event in events.Tensors(tag)
-            }
-            scalars[tag] = tuple(sorted(by_step.items()))
-        elif plugin == "text" and tag == DIAGNOSIS_TAG:
-            latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
-            diagnosis = (latest.wall_time, _text(tensor_util.make_ndarray(latest.tensor_proto)))
-        elif plugin == "text" and tag == TUNE_TAG:
-            latest = max(events.Tensors(tag), key=lambda event: event.wall_time)
-            text = _text(tensor_util.make_ndarray(latest.tensor_proto))
-            tuning = (latest.wall_time, textwrap.dedent(text))  # written as a Markdown block
-    return _FolderEvents(scalars, diagnosis, first_written, tuning)
-
-
-def _text(array) -> str:
-    values = array.reshape(-1).tolist()
-    return "\n".join(v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values)
-
-
 def _has_hardware(scalars: Mapping[str, object]) -> bool:
     return any(_HARDWARE_TAG.match(tag) for tag in scalars)
 
@@ -326,7 +275,7 @@ def _home(run_folder: str) -> str:
     return run_folder
 
 
-def _assign_diagnoses(hardware: list[str], loaded: Mapping[str, _FolderEvents]) -> dict[str, str]:
+def _assign_diagnoses(hardware: list[str], loaded: Mapping[str, FolderEvents]) -> dict[str, str]:
     """Each diagnosis goes to the run whose home folder is its nearest; the latest one wins."""
     found: dict[str, tuple[float, str]] = {}
     for folder, events in loaded.items():

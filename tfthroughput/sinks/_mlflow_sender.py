@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import re
 import threading
 import warnings
 from collections import deque
@@ -64,7 +63,7 @@ class MetricSender:
 
     def add(self, metrics: list) -> None:
         with self._lock:
-            if self._failed:
+            if self._failed or self._wake.is_set():  # failed, or the fit has ended: never sent
                 self.dropped += len(metrics)
             else:
                 self._queue.extend(metrics)
@@ -149,4 +148,4 @@ def finish_at_exit() -> None:
 
 
 def first_line(error: BaseException) -> str:
-    return re.split(r"\n", str(error).strip(), maxsplit=1)[0][:300]
+    return str(error).strip().partition("\n")[0][:300]

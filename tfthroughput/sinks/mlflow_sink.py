@@ -191,8 +191,10 @@ class MLflowSink(Sink):
         if sender is None:
             return
         sender.finish()
-        if self._started_run:  # ended after its last metrics, on this thread (MLflow's run
-            self._started_run = False  # stack is the caller's)
+        if self._started_run:
+            # Ended after its last metrics, and on this thread: MLflow's run stack is the
+            # caller's.
+            self._started_run = False
             sender.wait()
             self._end_started_run(sender)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 
@@ -10,7 +9,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 from tensorboard.plugins.text import metadata as text_metadata
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tfthroughput.monitor.event_writer import create_new_file, event_file_name
+from tfthroughput.monitor.event_writer import create_event_file
 
 
 def _text_summary(tag: str, text: str) -> summary_pb2.Summary:
@@ -35,13 +34,7 @@ def write_text(log_dir: str, tag: str, text: str, json_text: str) -> str:
     log_dir = os.fspath(log_dir)
     os.makedirs(log_dir, exist_ok=True)
     wall_time = time.time()
-    for number in itertools.count():  # the monitor's files may hold the first numbers
-        path = os.path.join(log_dir, event_file_name(number, wall_time))
-        try:
-            file = create_new_file(path)
-        except FileExistsError:
-            continue
-        break
+    file, path = create_event_file(log_dir, wall_time)
     block = "\n".join("    " + line for line in text.splitlines())  # Markdown code block
     events = [
         event_pb2.Event(wall_time=wall_time, file_version="brain.Event:2"),
