@@ -4,15 +4,46 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 
 def build_state(model: keras.Model, first_batch: object) -> None:
-    """Create the variables the first ``fit`` would create, so they can be restored."""
-    if not model.built:
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(first_batch)
-        model(x)
-    if not model.optimizer.built:
+    """Create the variables the first ``fit`` would create, so they can be restored.
+
+    A model whose optimizer is not built yet has its own ``train_step`` traced once on the
+    batch's signature, without running it: the trace creates exactly the variables a first
+    ``fit`` step creates (layers used only inside a custom ``train_step``, metric trackers,
+    and the optimizer's slots for all of them), and no assignment of the trace runs. Building
+    the optimizer on ``model.trainable_variables`` before the step would bind it to the
+    variables that exist at that moment, and a custom ``train_step`` that builds more layers
+    would then fail in Keras ("Unknown variable"). Under a ``tf.distribute`` strategy the
+    model is built the way ``fit`` builds it there: called on the batch, then the optimizer
+    built on its trainable variables.
+    """
+    if model.optimizer.built:
+        if not model.built:
+            _call(model, first_batch)
+        return
+    if _under_strategy(model):
+        with model.distribute_strategy.scope():
+            if not model.built:
+                _call(model, first_batch)
+            model.optimizer.build(model.trainable_variables)
+        return
+    signature = tf.nest.map_structure(tf.type_spec_from_value, first_batch)
+    tf.function(model.train_step).get_concrete_function(signature)
+    if not model.optimizer.built:  # a train_step that steps other optimizers
         model.optimizer.build(model.trainable_variables)
+
+
+def _call(model: keras.Model, batch: object) -> None:
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+    model(x)
+
+
+def _under_strategy(model: keras.Model) -> bool:
+    # Keras sets this only for a model created in a strategy's scope (TensorFlow trainer).
+    return getattr(model, "_distribute_strategy", None) is not None
 
 
 def _state_variables(model: keras.Model) -> list:

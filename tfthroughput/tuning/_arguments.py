@@ -105,8 +105,10 @@ class TrainingData:
             examples = len(_leaves(x)[0])
             repeats = max(1, math.ceil(steps * batch_size / examples))
             tile = lambda array: np.concatenate([np.asarray(array)] * repeats)  # noqa: E731
-            x, y = keras.tree.map_structure(tile, x), keras.tree.map_structure(tile, y)
-            return {"x": x, "y": y, "batch_size": batch_size, "shuffle": False}
+            feed = {"x": keras.tree.map_structure(tile, x), "batch_size": batch_size}
+            if y is not None:  # unlabeled arrays are fed as x alone, as fit gets them
+                feed["y"] = keras.tree.map_structure(tile, y)
+            return {**feed, "shuffle": False}
         dataset = self.value if self.kind == BATCHED else self.value.batch(batch_size)
         return {"x": dataset.repeat(), "shuffle": False}
 
@@ -115,7 +117,8 @@ class TrainingData:
         if self.kind == ARRAYS:
             x, y = self.value
             take = lambda array: np.asarray(array)[: self.batch_size]  # noqa: E731
-            return keras.tree.map_structure(take, x), keras.tree.map_structure(take, y)
+            held = keras.tree.map_structure(take, x)
+            return held, None if y is None else keras.tree.map_structure(take, y)
         dataset = self.value if self.kind == BATCHED else self.value.batch(self.batch_size)
         batch = next(iter(dataset))
         x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
@@ -146,6 +149,8 @@ def training_data(data: object, batch_size: object) -> TrainingData:
             return TrainingData(BATCHED, data, None, epoch)
         epoch = -(-cardinality // batch_size) if cardinality > 0 else None
         return TrainingData(UNBATCHED, data, int(batch_size), epoch)
+    if _is_array(data) or (isinstance(data, dict) and data and all(map(_is_array, data.values()))):
+        data = (data, None)  # x alone, unlabeled, as fit(x) takes it
     if isinstance(data, tuple) and len(data) == 2 and data[0] is not None:
         x, y = data
         leaves = _leaves(x) + ([] if y is None else _leaves(y))
@@ -166,7 +171,8 @@ def training_data(data: object, batch_size: object) -> TrainingData:
             return TrainingData(ARRAYS, (x, y), size, examples // size)
     raise TypeError(
         "`data` must be what model.fit takes: a tf.data.Dataset (batched, or unbatched with "
-        "`batch_size`), or a tuple (x, y) of NumPy arrays (with `batch_size`, default 32). "
+        "`batch_size`), a keras.utils.PyDataset, or NumPy arrays: a tuple (x, y), or x alone "
+        "when unlabeled (with `batch_size`, default 32). "
         f"Received: data={_short(data)} of type {type(data).__name__}"
     )
 

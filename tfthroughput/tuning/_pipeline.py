@@ -100,7 +100,10 @@ def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) 
     kwargs = dict(pipeline.build_pipeline_kwargs)
     if data.kind != BATCHED:
         kwargs["batch_size"] = batch_size
-    return build_pipeline(data.value, **kwargs)
+    source = data.value
+    if data.kind == ARRAYS and source[1] is None:
+        source = source[0]  # unlabeled: the pipeline yields x alone, as fit(x) would
+    return build_pipeline(source, **kwargs)
 
 
 def fill_cache(dataset: Any, batches: int | None) -> None:

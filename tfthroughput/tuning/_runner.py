@@ -21,6 +21,7 @@ from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memor
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
 from tfthroughput.precision.xla import _is_xla_failure
 from tfthroughput.tuning._arguments import check_model
+from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -176,7 +177,12 @@ class Runner:
             )
         except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
             raise TrialFailed(_reason(error)) from error
-        loss = float(history.history["loss"][-1])
+        try:
+            loss, note = reported_loss(history.history)
+        except ValueError as error:
+            raise TrialFailed(str(error)) from error
+        if note is not None and note not in self.notes:
+            self.notes.append(note)
         if not math.isfinite(loss):
             raise TrialFailed(f"the loss is {loss} after {steps} steps")
         if len(timer.seconds) != 1:

@@ -262,14 +262,13 @@ def _describe(setup: TuneSetup) -> str:
 
 
 def _repeat_batch(batch: dict, steps: int) -> dict:
-    """``fit`` arguments that feed the same in-memory batch ``steps`` times."""
+    """``fit`` arguments that feed the same in-memory batch ``steps`` times (``y`` only where
+    the data has labels: an unlabeled batch is fed as ``x`` alone, as ``fit`` would get it)."""
     import numpy as np
 
     tile = lambda array: np.concatenate([np.asarray(array)] * steps)  # noqa: E731
     size = int(keras.tree.flatten(batch["x"])[0].shape[0])
-    return {
-        "x": keras.tree.map_structure(tile, batch["x"]),
-        "y": keras.tree.map_structure(tile, batch["y"]),
-        "batch_size": size,
-        "shuffle": False,
-    }
+    feed = {"x": keras.tree.map_structure(tile, batch["x"]), "batch_size": size, "shuffle": False}
+    if batch.get("y") is not None:
+        feed["y"] = keras.tree.map_structure(tile, batch["y"])
+    return feed

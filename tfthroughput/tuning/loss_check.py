@@ -11,6 +11,7 @@ difference exceeds the ``loss_tolerance`` given to :func:`tfthroughput.tune`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # Relative difference allowed where the arithmetic must not change: float32 rounding noise of
@@ -52,3 +53,37 @@ class LossCheck:
             f"{verdict}: {self.relative_difference:.1e} ({what} arithmetic, "
             f"tolerance {self.tolerance:.0e})"
         )
+
+
+def reported_loss(logs: Mapping[str, list]) -> tuple[float, str | None]:
+    """The loss the model itself reports after a ``fit``, and a note when it is not ``loss``.
+
+    A model with its own ``train_step`` returns what it likes: most return ``"loss"``; a GAN
+    returns ``"d_loss"`` and ``"g_loss"``, a VAE ``"reconstruction_loss"`` beside ``"loss"``.
+    Without a ``"loss"`` key, the first metric (in the order Keras logs them) whose name has
+    ``loss`` in it stands in for it, else the first metric; the note says which.
+
+    Args:
+        logs: ``History.history`` of the ``fit``: each metric's values per epoch.
+
+    Returns:
+        The last epoch's value, and ``None`` or a sentence naming the metric compared.
+
+    Raises:
+        ValueError: If the model reported no metric at all.
+
+    Example:
+        >>> reported_loss({"accuracy": [0.5], "d_loss": [0.7], "g_loss": [1.2]})[0]
+        0.7
+    """
+    if "loss" in logs:
+        return float(logs["loss"][-1]), None
+    names = [name for name, values in logs.items() if len(values)]
+    if not names:
+        raise ValueError(
+            "The model's `train_step` reported no metric, so its loss cannot be compared: "
+            f"return a dict with a `loss` entry. Received: logs={dict(logs)!r}"
+        )
+    name = next((n for n in names if "loss" in n), names[0])
+    note = f"no `loss` in what the model reports: the loss check compares `{name}` instead"
+    return float(logs[name][-1]), note
