@@ -34,13 +34,15 @@ from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import MonitoringWarning, Source
 from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.batch_count import BatchCounter, attach_to_fit
 from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.monitor.event_writer import create_new_file
 from tfthroughput.monitor.events import (
     VALIDATION_LOGS_PREFIX,
     logs_entries,
 )
-from tfthroughput.monitor.fit_watch import find_fit
+from tfthroughput.monitor.execution_check import warn_partial_execution
+from tfthroughput.monitor.fit_watch import find_fit, fit_locals
 from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
 from tfthroughput.monitor.live_run import LiveRun
@@ -191,6 +193,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._clock = clock
         self.sinks = check_sinks(sinks)
         self._training: LiveRun | None = None
+        self._batch_count: BatchCounter | None = None  # counts a PyDataset's or generator's
         self._calls = InferenceCalls()  # evaluate and predict outside fit
         self._iterations_at_epoch_start: int | None = None
         self._entered = False
@@ -220,11 +223,12 @@ class GPUMonitor(keras.callbacks.Callback):
                 MonitoringWarning,
                 stacklevel=2,
             )
+        batch_size = self._input_batch_size(fit_call)
         training = start_run(
             self._run_settings(),
             self.run_dir,
             fit_call,
-            batch_size=global_batch_size(self.batch_size, in_fit=fit_call is not None),
+            batch_size=batch_size,
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -251,6 +255,8 @@ class GPUMonitor(keras.callbacks.Callback):
         training = self._training
         if training is None:
             return
+        if self._batch_count is not None:  # a PyDataset or generator: this epoch's batches
+            training.batch_size = self._batch_count.take_epoch_batch_size() or training.batch_size
         parts = training.end_epoch(epoch, self._steps_this_epoch())
         figures = parts.training_figures()
         if self.update_logs and logs is not None:
@@ -359,6 +365,7 @@ class GPUMonitor(keras.callbacks.Callback):
         memo[id(self)] = clone
         unstarted = {
             "_training": None,
+            "_batch_count": None,
             "_calls": InferenceCalls(),
             "_entered": False,
             "_model": None,
@@ -429,7 +436,23 @@ class GPUMonitor(keras.callbacks.Callback):
         if self._training is run:
             self._training = None  # release the sampler and its sources with it
 
+    def _input_batch_size(self, fit_call: object) -> float | None:
+        """Examples per step of this fit (and its checks of the input and the epoch)."""
+        if fit_call is not None:
+            found = fit_locals("steps_per_epoch")
+            warn_partial_execution(
+                found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
+            )
+        if self.batch_size is None and fit_call is not None:
+            self._batch_count = attach_to_fit()
+        if self._batch_count is not None:
+            return self._batch_count.first_batch_size
+        return global_batch_size(self.batch_size, in_fit=fit_call is not None)
+
     def _shutdown(self) -> None:
+        if self._batch_count is not None:
+            self._batch_count.detach()
+            self._batch_count = None
         self._calls.close()
         training, self._training = self._training, None
         if training is not None:
