@@ -316,7 +316,10 @@ def test_model_and_data_guards():
         find_batch_size("model", _examples())
     with pytest.raises(TypeError, match="`data` must be a callable .* Received: data=\\[1, 2\\]"):
         find_batch_size(_build, [1, 2])
-    with pytest.raises(TypeError, match=r"`data` must return a tf.data.Dataset .* data\(1\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"`data` must return a tf.data.Dataset or a keras.utils.PyDataset .* data\(1\)",
+    ):
         find_batch_size(_build, lambda b: [b])
     with pytest.raises(TypeError, match="`build_model` must return a compiled keras.Model"):
         find_batch_size(lambda: "model", _examples())

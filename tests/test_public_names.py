@@ -60,6 +60,7 @@ PINNED = {
         "build_model",
         "data",
         "batch_size",
+        "steps_per_epoch",
         "time_budget",
         "steps",
         "rounds",

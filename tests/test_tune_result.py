@@ -66,7 +66,8 @@ def test_the_snippet_and_compile_kwargs_apply_the_choice():
     assert tuned.compile_kwargs == {"steps_per_execution": 32, "jit_compile": True}
     assert tuned.snippet.splitlines() == [
         "model = build_model()",
-        "model.compile(..., steps_per_execution=32, jit_compile=True)",
+        "model.compile(..., steps_per_execution=32, jit_compile=True)  # Keras runs whole "
+        "executions: steps_per_epoch a multiple of 32",
         "dataset = tfthroughput.build_pipeline(data, batch_size=16, cache=True, "
         "deterministic=True, repeat=True)",
         "model.fit(dataset, ...)",

@@ -83,3 +83,30 @@ def unlabeled(examples: int = 256) -> np.ndarray:
 
 def unlabeled_dataset(examples: int = 256, batch: int = 16) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(unlabeled(examples)).batch(batch)
+
+
+class LabelledBatches(keras.utils.PyDataset):
+    """A PyDataset of ``(x, y)`` batches: ``examples`` rows of ``features``, in batches of
+    ``batch_size`` (the last one smaller), built in Python as a loader's ``__getitem__`` is."""
+
+    def __init__(self, batch_size: int = 32, examples: int = 256, features: int = 8, **kwargs):
+        super().__init__(**kwargs)
+        self.batch_size = batch_size
+        rng = np.random.default_rng(0)
+        self.x = rng.normal(size=(examples, features)).astype("float32")
+        self.y = (self.x[:, :1] * 0.5).astype("float32")
+
+    def __len__(self):
+        return -(-len(self.x) // self.batch_size)
+
+    def __getitem__(self, index):
+        part = slice(index * self.batch_size, (index + 1) * self.batch_size)
+        return self.x[part], self.y[part]
+
+
+def build_regression(features: int = 8) -> keras.Model:
+    model = keras.Sequential(
+        [keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
+from tfthroughput.data.keras_inputs import EndlessPyDataset, is_py_dataset
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
 
@@ -24,21 +25,30 @@ def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
             return data.repeat().batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
         return make
+    if is_py_dataset(data):
+        raise TypeError(
+            "`data` must be a callable (batch_size -> tf.data.Dataset or keras.utils.PyDataset) "
+            "or an unbatched tf.data.Dataset: a PyDataset makes batches of its own size, so "
+            "pass a function that makes one per batch size, e.g. `lambda n: MyData(batch_size=n)`."
+            f" Received: data={data!r} of type {type(data).__name__}"
+        )
     if callable(data):
 
-        def make(batch_size: int) -> tf.data.Dataset:
+        def make(batch_size: int) -> tf.data.Dataset | EndlessPyDataset:
             dataset = data(batch_size)
+            if is_py_dataset(dataset):  # fit reads it with its workers, pass after pass
+                return dataset if dataset.num_batches is None else EndlessPyDataset(dataset)
             if not isinstance(dataset, tf.data.Dataset):
                 raise TypeError(
-                    "`data` must return a tf.data.Dataset when called with a batch size. "
-                    f"Received: data({batch_size}) returned {dataset!r}"
+                    "`data` must return a tf.data.Dataset or a keras.utils.PyDataset when "
+                    f"called with a batch size. Received: data({batch_size}) returned {dataset!r}"
                 )
             return dataset.repeat()
 
         return make
     raise TypeError(
-        "`data` must be a callable (batch_size -> tf.data.Dataset) or an unbatched "
-        f"tf.data.Dataset. Received: data={data!r} of type {type(data).__name__}"
+        "`data` must be a callable (batch_size -> tf.data.Dataset or keras.utils.PyDataset) or "
+        f"an unbatched tf.data.Dataset. Received: data={data!r} of type {type(data).__name__}"
     )
 
 

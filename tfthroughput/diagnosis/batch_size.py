@@ -162,7 +162,8 @@ def find_batch_size(
         build_model: Zero-argument callable returning a new compiled Keras model. Required
             unless ``trial`` is given. To search under a ``tf.distribute`` strategy, build
             inside its ``scope()``: batch sizes are then global (split across the replicas).
-        data: Either a callable ``batch_size -> tf.data.Dataset`` of batches of that size
+        data: Either a callable ``batch_size -> tf.data.Dataset`` (or ``->
+            keras.utils.PyDataset``, read by ``fit`` with its workers) of batches of that size
             (repeated as needed), or an unbatched ``tf.data.Dataset`` of single examples,
             which is repeated, batched with ``drop_remainder=True`` and prefetched. Required
             unless ``trial`` is given.

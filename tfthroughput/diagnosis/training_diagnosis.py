@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput.data.keras_inputs import is_py_dataset, keras_dataset
 from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
@@ -87,10 +88,13 @@ def diagnose(
 
     Args:
         model: A compiled Keras 3 model, trained as ``fit`` would train it.
-        dataset: The ``tf.data.Dataset`` of batches ``fit`` would get (``(x, y)`` or
-            ``(x, y, sample_weight)``). It is repeated as needed; it must yield at least one
-            batch. For a model built in a ``tf.distribute`` strategy's scope its batches are
-            global (split across the replicas), and so is the report's ``batch_size``.
+        dataset: The ``tf.data.Dataset`` of batches ``fit`` would get (``(x, y)``,
+            ``(x, y, sample_weight)``, or ``x`` alone for a model with its own ``train_step``),
+            or a ``keras.utils.PyDataset``, read as ``fit`` reads it (through Keras's data
+            adapter, with its ``workers`` and ``use_multiprocessing``; (a) times that, and
+            the workers are stopped at the end). It is repeated as needed; it must yield at
+            least one batch. For a model built in a ``tf.distribute`` strategy's scope its
+            batches are global (split across the replicas), and so is the report's ``batch_size``.
         steps: Batches (a) or training steps (b, c) timed per repeat. Defaults to ``20``.
         repeats: Timed repeats of each measurement (the median is kept). Defaults to
             ``3``. ``diagnose`` runs ``4 * repeats * steps`` training steps in all.
@@ -153,10 +157,22 @@ def diagnose(
             precision=precision,
         )
     check_model(model)
+    if is_py_dataset(dataset):  # timed as fit reads it: through Keras's adapter, its workers
+        with keras_dataset(dataset) as made:
+            return diagnose(
+                model,
+                made,
+                steps=steps,
+                repeats=repeats,
+                thresholds=thresholds,
+                utilization_probe=utilization_probe,
+                clock=clock,
+                precision=precision,
+            )
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
+            "`dataset` must be a tf.data.Dataset or a keras.utils.PyDataset. "
+            f"Received: dataset={dataset!r} of type {type(dataset).__name__}"
         )
     check_positive_int("steps", steps)
     check_positive_int("repeats", repeats)

@@ -15,9 +15,12 @@ from typing import Any
 import keras
 import numpy as np
 
+from tfthroughput.data.keras_inputs import EndlessPyDataset, is_py_dataset
+
 ARRAYS = "arrays"
 BATCHED = "batched dataset"
 UNBATCHED = "unbatched dataset"
+PY_DATASET = "PyDataset"
 
 
 def is_dataset(value: object) -> bool:
@@ -86,9 +89,9 @@ class TrainingData:
     """What ``fit`` takes, as given, and how each trial is fed from it.
 
     Attributes:
-        kind: ``"arrays"``, ``"batched dataset"`` or ``"unbatched dataset"``.
-        value: ``(x, y)`` for arrays, else the dataset.
-        batch_size: Examples per batch; ``None`` for a batched dataset.
+        kind: ``"arrays"``, ``"batched dataset"``, ``"unbatched dataset"`` or ``"PyDataset"``.
+        value: ``(x, y)`` for arrays (``y`` is ``None`` when unlabeled), else the dataset.
+        batch_size: Examples per batch; ``None`` for a batched dataset or a PyDataset.
         epoch_batches: Batches in one pass over the data, or ``None`` when unknown or infinite.
     """
 
@@ -109,6 +112,9 @@ class TrainingData:
             if y is not None:  # unlabeled arrays are fed as x alone, as fit gets them
                 feed["y"] = keras.tree.map_structure(tile, y)
             return {**feed, "shuffle": False}
+        if self.kind == PY_DATASET:  # read by fit itself, with its workers, pass after pass
+            endless = self.value.num_batches is not None
+            return {"x": EndlessPyDataset(self.value) if endless else self.value, "shuffle": False}
         dataset = self.value if self.kind == BATCHED else self.value.batch(batch_size)
         return {"x": dataset.repeat(), "shuffle": False}
 
@@ -119,6 +125,9 @@ class TrainingData:
             take = lambda array: np.asarray(array)[: self.batch_size]  # noqa: E731
             held = keras.tree.map_structure(take, x)
             return held, None if y is None else keras.tree.map_structure(take, y)
+        if self.kind == PY_DATASET:
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(self.value[0])
+            return x, y
         dataset = self.value if self.kind == BATCHED else self.value.batch(self.batch_size)
         batch = next(iter(dataset))
         x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
@@ -142,6 +151,15 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         raise ValueError(
             f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
         )
+    if is_py_dataset(data):
+        if batch_size is not None:
+            raise ValueError(
+                "`batch_size` must be None for a keras.utils.PyDataset: it makes its own "
+                f"batches. Received: batch_size={batch_size}"
+            )
+        if data.num_batches == 0:
+            raise ValueError(f"`data` has no batch. Received: data={_short(data)} (len 0)")
+        return TrainingData(PY_DATASET, data, None, data.num_batches)
     if is_dataset(data):
         cardinality = int(data.cardinality())
         if batch_size is None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfthroughput._optional import import_tensorflow
-from tfthroughput.diagnosis.verdict import input_bound_fraction
+from tfthroughput.data.keras_inputs import describe_workers
+from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, TrainingData
 
 # Lint rules about speed (not about reproducibility).
@@ -58,6 +59,23 @@ def lint_rules(data: TrainingData) -> tuple[str, ...]:
 def probe_fraction(compute_only_ratio: float) -> float:
     """diagnose's input-bound fraction from the compute-only probe's ratio to the baseline."""
     return input_bound_fraction(compute_only_ratio, 1.0)
+
+
+def py_dataset_note(py_dataset: Any, fraction: float | None) -> str:
+    """What the compute-only probe says of a ``keras.utils.PyDataset``'s input side (it is the
+    user's Python code and workers: measured and reported, not rebuilt)."""
+    measured = "not measured" if fraction is None else f"{fraction:.2f}"
+    workers = describe_workers(py_dataset)
+    head = f"input side: a PyDataset with {workers}, input-bound fraction {measured}"
+    threshold = DiagnosisThresholds().input_bound_fraction
+    if fraction is None or fraction < threshold:
+        return f"{head} (below diagnose's {threshold}): the input keeps up"
+    return (
+        f"{head} (at or above diagnose's {threshold}): the steps wait on it; more `workers` "
+        "(with use_multiprocessing=True where __getitem__ holds the GIL) or a tf.data pipeline "
+        "(tfthroughput.build_pipeline) would feed them faster. The pipeline knob does not "
+        "rebuild a PyDataset"
+    )
 
 
 def plan(data: TrainingData) -> PipelinePlan:

@@ -26,7 +26,8 @@ import keras
 
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.tuning import _pipeline
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, PY_DATASET
+from tfthroughput.tuning._epoch import divides
 from tfthroughput.tuning._measure import MIN_NOISE
 from tfthroughput.tuning._status import FAILED
 from tfthroughput.tuning._trials import SearchSettings, TrialRunner, _repeat_batch
@@ -93,6 +94,9 @@ class Search(TrialRunner):
         )
         if probe is not None and probe.ratio is not None:
             fraction = _pipeline.probe_fraction(probe.ratio)
+        if self._data.kind == PY_DATASET:  # its input is the user's Python code: say, not rebuild
+            self._notes.append(_pipeline.py_dataset_note(self._data.value, fraction))
+            return
         self._plan = _pipeline.plan(self._data)
         threshold = DiagnosisThresholds().input_bound_fraction
         bound = fraction is not None and fraction >= threshold
@@ -114,7 +118,15 @@ class Search(TrialRunner):
         spe = self._base_setup.steps_per_execution * first
         line_best = self._best[1].ratio if jit == current.jit_compile and self._best[1] else 1.0
         misses = 0
+        epoch = self._settings.epoch_steps
         while spe <= bound and misses < _PATIENCE:
+            if not divides(spe, epoch):
+                note = (
+                    f"steps_per_execution={spe} and above not tried: they do not divide the epoch"
+                )
+                if note not in self._notes:
+                    self._notes.append(note + f" ({epoch} steps)")
+                return
             trial = self._try(current.with_(steps_per_execution=spe, jit_compile=jit))
             if trial is None or trial.status == FAILED:
                 return
@@ -149,4 +161,11 @@ class Search(TrialRunner):
             )
         if chosen.policy != self._base_setup.policy:
             notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        spe = chosen.steps_per_execution
+        if spe != self._base_setup.steps_per_execution and spe > 1:
+            notes.append(
+                f"Keras runs whole executions: with steps_per_execution={spe}, keep fit's "
+                f"steps_per_epoch a multiple of {spe} (fit trains steps_per_epoch rounded up to a "
+                "multiple of it); GPUMonitor warns when it is not"
+            )
         return notes

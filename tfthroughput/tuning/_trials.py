@@ -50,6 +50,7 @@ class SearchSettings:
     try_xla: bool
     allow_batch_change: bool
     notes: tuple[str, ...]
+    epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
 
 
 class TrialRunner:

@@ -130,7 +130,11 @@ class TuneResult:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
         lines.append("model = build_model()")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
-        lines.append(f"model.compile(..., {kwargs})")
+        compile_line = f"model.compile(..., {kwargs})"
+        spe = chosen.steps_per_execution
+        if spe > 1 and spe != self.baseline.steps_per_execution:
+            compile_line += f"  # Keras runs whole executions: steps_per_epoch a multiple of {spe}"
+        lines.append(compile_line)
         data = "data"
         if self.pipeline_kwargs is not None:
             args = ", ".join(f"{k}={v!r}" for k, v in self.pipeline_kwargs.items())

@@ -15,12 +15,14 @@ import keras
 from tfthroughput._validation import check_positive_int
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import (
+    PY_DATASET,
     check_builder,
     check_fraction,
     check_positive_seconds,
     training_data,
 )
 from tfthroughput.tuning._devices import recommendation_here
+from tfthroughput.tuning._epoch import epoch_steps
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning.result import TuneResult
@@ -33,6 +35,7 @@ def tune(
     data: Any,
     *,
     batch_size: int | None = None,
+    steps_per_epoch: int | None = None,
     time_budget: float = 180.0,
     steps: int = 128,
     rounds: int = 3,
@@ -75,10 +78,18 @@ def tune(
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model`` (called
             once per trial, under the trial's dtype policy).
-        data: What ``fit`` takes: a ``tf.data.Dataset`` of batches, an unbatched one with
-            ``batch_size``, or a tuple ``(x, y)`` of NumPy arrays.
+        data: What ``fit`` takes: a ``tf.data.Dataset`` of batches (labelled, or ``x`` alone
+            for a model with its own ``train_step``), an unbatched one with ``batch_size``, a
+            ``keras.utils.PyDataset`` (read by ``fit`` with its workers; the compute-only
+            probe then reports how much of the step waits on it), or NumPy arrays: a tuple
+            ``(x, y)``, or ``x`` alone when unlabeled.
         batch_size: Examples per batch for arrays (default ``None``: 32, as ``fit``) and for
-            an unbatched dataset; ``None`` for a batched dataset.
+            an unbatched dataset; ``None`` for a batched dataset or a PyDataset.
+        steps_per_epoch: The ``steps_per_epoch`` you pass to ``fit``. Keras runs whole
+            executions (``steps_per_execution=128`` with ``steps_per_epoch=64`` trains 128
+            steps per epoch), so only values of ``steps_per_execution`` that divide the epoch
+            are tried. Defaults to ``None``: the data's own epoch (batches in one pass of a
+            finite dataset, a PyDataset or arrays; no bound for an infinite dataset).
         time_budget: Seconds the search may take. Defaults to ``180``. A trial is not
             started when the time left is less than 1.25 times the cost of the most expensive
             of the last three trials.
@@ -95,8 +106,8 @@ def tune(
         precision: ``None`` (default): what ``recommend_precision`` says for this machine's
             devices; a :class:`~tfthroughput.precision.PrecisionRecommendation` to use
             instead; ``False``: do not try a policy.
-        pipeline: Whether the input pipeline may be tried (TensorFlow backend). Defaults to
-            ``True``.
+        pipeline: Whether the input pipeline may be tried (TensorFlow backend); for a
+            PyDataset, whether its input side is measured (any backend). Defaults to ``True``.
         xla: Whether to try XLA flipped (``jit_compile`` the other way from the model's).
             Defaults to ``True``. Not under JAX, which always compiles with XLA
             (``jit_compile=False`` runs eagerly there).
@@ -153,12 +164,11 @@ def tune(
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
     training = training_data(data, batch_size)
     notes: list[str] = []
-    bound = min(max_steps_per_execution, training.epoch_batches or max_steps_per_execution)
+    epoch = epoch_steps(steps_per_epoch, training.epoch_batches, notes)
+    bound = min(max_steps_per_execution, epoch or max_steps_per_execution)
     bound = _callback_bound(callbacks, bound, notes)
-    if training.epoch_batches is not None and training.epoch_batches < max_steps_per_execution:
-        notes.append(
-            f"steps_per_execution bounded by the epoch length ({training.epoch_batches} batches)"
-        )
+    if epoch is not None and epoch < max_steps_per_execution:
+        notes.append(f"steps_per_execution bounded by the epoch length ({epoch} steps)")
     policy = _policy_to_try(precision, notes)
     if xla and keras.backend.backend() == "jax":
         xla = False
@@ -166,7 +176,10 @@ def tune(
             "XLA not flipped: JAX compiles every step with XLA, and jit_compile=False would "
             "run the steps eagerly"
         )
-    try_pipeline = pipeline and keras.backend.backend() == "tensorflow"
+    # A PyDataset's input side is measured, not rebuilt: no TensorFlow needed for that.
+    try_pipeline = pipeline and (
+        keras.backend.backend() == "tensorflow" or training.kind == PY_DATASET
+    )
     if pipeline and not try_pipeline:
         notes.append(
             "input pipeline not tried: the pipeline knob needs TensorFlow (Keras backend is "
@@ -184,6 +197,7 @@ def tune(
         try_xla=xla,
         allow_batch_change=allow_batch_change,
         notes=tuple(notes),
+        epoch_steps=epoch,
     )
     policy_in_force = keras.config.dtype_policy()
     _clear_session(policy_in_force)
