@@ -40,6 +40,29 @@ def made_from_py_dataset(dataset: object) -> bool:
         return False
 
 
+def check_not_one_pass(name: str, value: object) -> None:
+    """Refuse a Python generator or iterator, which ``fit`` reads once, where the data must be
+    read many times (``diagnose``, ``tune``), saying what to pass instead.
+
+    Raises:
+        TypeError: If ``value`` is an iterator (a generator object, ``iter(...)``).
+
+    Example:
+        >>> check_not_one_pass("data", (i for i in range(3)))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: `data` must be data that can be read again, ... Received: data=<generator ...
+    """
+    if isinstance(value, Iterator):
+        raise TypeError(
+            f"`{name}` must be data that can be read again, not a Python generator or iterator "
+            "(read once, and every measurement here reads it many times): pass "
+            "tf.data.Dataset.from_generator(make_batches, output_signature=...) with the "
+            "function that makes the generator, or a keras.utils.PyDataset. "
+            f"Received: {name}={value!r} of type {type(value).__name__}"
+        )
+
+
 def describe_workers(py_dataset: keras.utils.PyDataset) -> str:
     """``"2 worker processes"``, ``"4 worker threads"`` or ``"no workers"``.
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
-from tfthroughput.data.keras_inputs import is_py_dataset, keras_dataset
+from tfthroughput.data.keras_inputs import check_not_one_pass, is_py_dataset, keras_dataset
 from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
@@ -169,6 +169,7 @@ def diagnose(
                 clock=clock,
                 precision=precision,
             )
+    check_not_one_pass("dataset", dataset)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
             "`dataset` must be a tf.data.Dataset or a keras.utils.PyDataset. "

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tfthroughput.data.keras_inputs import EndlessPyDataset, is_py_dataset
+from tfthroughput.data.keras_inputs import EndlessPyDataset, check_not_one_pass, is_py_dataset
 
 ARRAYS = "arrays"
 BATCHED = "batched dataset"
@@ -151,6 +151,7 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         raise ValueError(
             f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
         )
+    check_not_one_pass("data", data)
     if is_py_dataset(data):
         if batch_size is not None:
             raise ValueError(

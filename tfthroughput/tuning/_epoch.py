@@ -22,7 +22,7 @@ def epoch_steps(steps_per_epoch: object, data_batches: int | None, notes: list[s
     Example:
         >>> notes = []
         >>> epoch_steps(None, 100, notes), notes[0][:45]
-        (100, 'steps_per_execution divides the epoch (100 s')
+        (100, 'steps_per_execution divides the epoch (100 st')
     """
     given = check_positive_int("steps_per_epoch", steps_per_epoch, allow_none=True)
     epoch = given if given is not None else data_batches
