@@ -54,7 +54,7 @@ from tfthroughput.monitor.settings import (
     check_statistics,
     check_update_freq,
 )
-from tfthroughput.monitor.steps import optimizer_steps
+from tfthroughput.monitor.steps import optimizer_steps, trained_steps
 from tfthroughput.monitor.strategy import (
     call_batch_size,
     find_placement,
@@ -196,6 +196,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._batch_count: BatchCounter | None = None  # counts a PyDataset's or generator's
         self._calls = InferenceCalls()  # evaluate and predict outside fit
         self._iterations_at_epoch_start: int | None = None
+        self._last_batch: int | None = None  # of the epoch in progress
         self._entered = False
         self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
         # The last window step an earlier fit wrote, for a fit that resumes below it.
@@ -243,10 +244,12 @@ class GPUMonitor(keras.callbacks.Callback):
         if training is None:
             return
         self._iterations_at_epoch_start = optimizer_steps(self.model)
+        self._last_batch = None
         steps = self.params.get("steps") if self.params else None
         training.begin_epoch(epoch, self._iterations_at_epoch_start, steps)
 
     def on_train_batch_end(self, batch, logs=None):
+        self._last_batch = batch
         training = self._training
         if training is not None:
             training.batch_end(batch)
@@ -371,6 +374,7 @@ class GPUMonitor(keras.callbacks.Callback):
             "_model": None,
             "params": None,
             "_iterations_at_epoch_start": None,
+            "_last_batch": None,
             "_worker_folder": None,
             "_written_through": None,
         }
@@ -381,7 +385,10 @@ class GPUMonitor(keras.callbacks.Callback):
     def _steps_this_epoch(self) -> int | None:
         now = optimizer_steps(self.model)
         if now is not None and self._iterations_at_epoch_start is not None:
-            return now - self._iterations_at_epoch_start
+            epoch = self.params.get("steps") if self.params else None
+            spe = getattr(self.model, "steps_per_execution", 1)
+            iterations = now - self._iterations_at_epoch_start
+            return trained_steps(iterations, self._last_batch, epoch, spe)
         return self.params.get("steps") if self.params else None
 
     def _selected(self, stats: WindowStats) -> WindowStats:

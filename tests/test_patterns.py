@@ -1,0 +1,113 @@
+"""The pattern matrix: eight ways people train (tests/patterns.py), each through one real fit
+with GPUMonitor first and the usual callbacks, lint_pipeline where the input is tf.data,
+diagnose and a short tune. Decisions and exact counts asserted, never timings."""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+from events import read_scalars
+from fits import EpochDial, fake_gpus
+from patterns import PATTERNS, Pattern
+
+from tfthroughput import GPUMonitor, MonitoringWarning, diagnose, lint_pipeline, tune
+from tfthroughput.tuning.result import BASELINE
+
+SHORT_TUNE = {
+    "steps": 4,
+    "rounds": 2,
+    "time_budget": 20,
+    "precision": False,
+    "xla": False,
+    "max_steps_per_execution": 2,
+}
+
+
+@pytest.fixture
+def policy():
+    before = keras.config.dtype_policy()
+    yield keras.config.set_dtype_policy
+    keras.config.set_dtype_policy(before)
+
+
+def _usual_callbacks(tmp_path) -> list[keras.callbacks.Callback]:
+    return [
+        keras.callbacks.EarlyStopping(patience=1, restore_best_weights=True),
+        keras.callbacks.ModelCheckpoint(
+            tmp_path / "best.weights.h5", save_best_only=True, save_weights_only=True
+        ),
+        keras.callbacks.ReduceLROnPlateau(patience=1),
+        keras.callbacks.CSVLogger(tmp_path / "log.csv"),
+        keras.callbacks.TensorBoard(tmp_path / "logs"),
+    ]
+
+
+def _monitored_fit(pattern: Pattern, tmp_path) -> keras.Model:
+    model = pattern.build()
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path / "logs", interval=0.05, sources=fake_gpus(dial))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(
+            pattern.train,
+            validation_data=pattern.validation,
+            epochs=2,
+            callbacks=[monitor, dial, *_usual_callbacks(tmp_path)],
+            verbose=0,
+        )
+    ours = [str(w.message) for w in caught if issubclass(w.category, MonitoringWarning)]
+    assert ours == []
+    scalars = read_scalars(tmp_path / "logs" / "hardware")
+    trained = [
+        examples_per_second * seconds
+        for (_, seconds), (_, examples_per_second) in zip(
+            scalars["epoch/seconds"], scalars["epoch/examples_per_second"], strict=True
+        )
+    ]
+    assert trained == pytest.approx([pattern.epoch_examples] * len(trained), rel=0.02)
+    assert len(trained) >= 1
+    assert (tmp_path / "log.csv").read_text().startswith("epoch,")
+    return model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_through_every_tool(name, tmp_path, policy):
+    pattern = PATTERNS[name]()
+    policy(pattern.policy)
+
+    model = _monitored_fit(pattern, tmp_path)
+
+    if pattern.is_tf_data:
+        assert lint_pipeline(pattern.train).rules == pattern.lint_rules
+
+    steps_before = int(model.optimizer.iterations.numpy())
+    report = diagnose(model, pattern.train, steps=2, repeats=1, utilization_probe=None)
+    assert report.batch_size == pattern.batch_size
+    assert report.fit_batches_per_second > 0 and report.input_batches_per_second > 0
+    assert int(model.optimizer.iterations.numpy()) == steps_before
+
+    result = tune(pattern.build, pattern.train, **SHORT_TUNE)
+    assert result.trials[0].status == BASELINE
+    checked = [t.loss_check for t in result.trials if t.loss_check is not None]
+    assert all(check.passed and np.isfinite(check.loss) for check in checked)
+    assert result.chosen in {t.setup for t in result.trials}
+    assert keras.config.dtype_policy().name == pattern.policy
+
+
+def test_a_python_generator_gets_one_line_saying_what_to_pass(tmp_path):
+    pattern = PATTERNS["from_generator"]()
+    batches = iter(pattern.train.as_numpy_iterator())
+    for call, name in (
+        (lambda: diagnose(pattern.build(), batches), "dataset"),
+        (lambda: tune(pattern.build, batches), "data"),
+    ):
+        with pytest.raises(TypeError) as raised:
+            call()
+        message = str(raised.value)
+        assert "\n" not in message
+        assert message.startswith(f"`{name}` must be data that can be read again")
+        assert f"Received: {name}=" in message and message.endswith("of type NumpyIterator")
