@@ -133,7 +133,7 @@ def autoencoder() -> Pattern:
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
         # Built as a user builds it before ModelCheckpoint can save it: `call` encodes, so the
         # decoder's variables still first appear inside the first train_step.
-        model.build((None, x.shape[1]))
+        model(x[:1])
         return model
 
     train = tf.data.Dataset.from_tensor_slices(x[:64]).batch(BATCH)

@@ -22,6 +22,14 @@ class Autoencoder(keras.Model):
         self.decoder = keras.layers.Dense(FEATURES)
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
+    def build(self, input_shape):
+        # What calling the model on a batch builds (the decoder too, as Keras forbids new
+        # state in a built model); a model that is never called builds its decoder in the
+        # first train_step instead.
+        if not self.encoder.built:
+            self.encoder.build(input_shape)
+            self.decoder.build((None, self.encoder.units))
+
     def call(self, x):
         return self.encoder(x)
 

@@ -20,9 +20,7 @@ def build_state(model: keras.Model, first_batch: object) -> None:
     model is built the way ``fit`` builds it there: called on the batch, then the optimizer
     built on its trainable variables.
     """
-    if model.optimizer.built:
-        if not model.built:
-            _call(model, first_batch)
+    if model.optimizer.built:  # trained (or built by hand): its variables all exist
         return
     if _under_strategy(model):
         with model.distribute_strategy.scope():
