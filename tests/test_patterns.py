@@ -4,7 +4,9 @@ diagnose and a short tune. Decisions and exact counts asserted, never timings.""
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -16,6 +18,7 @@ from patterns import PATTERNS, Pattern
 from tfthroughput import GPUMonitor, MonitoringWarning, diagnose, lint_pipeline, tune
 from tfthroughput.tuning.result import BASELINE
 
+ROOT = Path(__file__).resolve().parents[1]
 SHORT_TUNE = {
     "steps": 4,
     "rounds": 2,
@@ -111,3 +114,18 @@ def test_a_python_generator_gets_one_line_saying_what_to_pass(tmp_path):
         assert "\n" not in message
         assert message.startswith(f"`{name}` must be data that can be read again")
         assert f"Received: {name}=" in message and message.endswith("of type NumpyIterator")
+
+
+def test_every_test_the_works_with_page_names_exists():
+    page = (ROOT / "docs" / "works-with.md").read_text()
+    files = set(re.findall(r"`tests/(test_\w+\.py)", page))
+    # Test names have several words; `test_step` (Keras's method) has one.
+    named = set(re.findall(r"`(?:tests/\w+\.py::)?(test_[a-z]+_\w+)`", page))
+    assert {"test_patterns.py", "test_custom_train_step.py", "test_batch_count.py"} <= files
+    defined = {
+        name
+        for file in files
+        for name in re.findall(r"^def (test_\w+)", (ROOT / "tests" / file).read_text(), re.M)
+    }
+    assert len(named) >= 12
+    assert named <= defined, sorted(named - defined)
