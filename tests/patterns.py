@@ -12,7 +12,7 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
-from user_models import Autoencoder, LabelledBatches, unlabeled
+from user_models import BuiltAutoencoder, LabelledBatches, unlabeled
 
 BATCH = 16
 
@@ -129,11 +129,10 @@ def autoencoder() -> Pattern:
     x = unlabeled(96)
 
     def build():
-        model = Autoencoder()
+        model = BuiltAutoencoder()
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
-        # Built as a user builds it before ModelCheckpoint can save it: `call` encodes, so the
-        # decoder's variables still first appear inside the first train_step.
-        model(x[:1])
+        model(x[:1])  # built, as ModelCheckpoint needs (tests/test_custom_train_step.py
+        # covers the model whose decoder first appears inside its first train_step)
         return model
 
     train = tf.data.Dataset.from_tensor_slices(x[:64]).batch(BATCH)

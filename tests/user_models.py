@@ -22,14 +22,6 @@ class Autoencoder(keras.Model):
         self.decoder = keras.layers.Dense(FEATURES)
         self.loss_tracker = keras.metrics.Mean(name="loss")
 
-    def build(self, input_shape):
-        # What calling the model on a batch builds (the decoder too, as Keras forbids new
-        # state in a built model); a model that is never called builds its decoder in the
-        # first train_step instead.
-        if not self.encoder.built:
-            self.encoder.build(input_shape)
-            self.decoder.build((None, self.encoder.units))
-
     def call(self, x):
         return self.encoder(x)
 
@@ -53,6 +45,16 @@ class Autoencoder(keras.Model):
     def test_step(self, data):
         self.loss_tracker.update_state(self._reconstruction_loss(data, False))
         return {"loss": self.loss_tracker.result()}
+
+
+class BuiltAutoencoder(Autoencoder):
+    """The autoencoder as a user writes it to save it (ModelCheckpoint needs a built model):
+    calling it on a batch builds the decoder too, as Keras forbids new state in a built model."""
+
+    def build(self, input_shape):
+        if not self.encoder.built:
+            self.encoder.build(input_shape)
+            self.decoder.build((None, self.encoder.units))
 
 
 class TwoLosses(Autoencoder):
