@@ -92,7 +92,7 @@ def test_a_pipeline_batched_without_drop_remainder_gives_examples_per_second(tmp
     assert _examples_per_step(tmp_path / "hardware") == pytest.approx([BATCH_SIZE] * 2)
 
 
-def test_a_generator_cannot_tell_and_says_so_once(tmp_path):
+def test_a_generator_is_counted_as_it_feeds_fit(tmp_path):
     x, y = _rows()
 
     def batches():
@@ -101,9 +101,27 @@ def test_a_generator_cannot_tell_and_says_so_once(tmp_path):
                 yield x[start : start + BATCH_SIZE], y[start : start + BATCH_SIZE]
 
     warned = _fit(tmp_path, batches(), steps_per_epoch=STEPS_PER_EPOCH)
+    assert warned == []
+    assert _examples_per_step(tmp_path / "hardware") == pytest.approx([BATCH_SIZE] * 2)
+
+
+def test_a_pipeline_of_whole_batches_cannot_tell_and_says_so_once(tmp_path):
+    x, y = _rows()
+
+    def batches():
+        while True:
+            for start in range(0, len(x), BATCH_SIZE):
+                yield x[start : start + BATCH_SIZE], y[start : start + BATCH_SIZE]
+
+    signature = (
+        tf.TensorSpec((None, x.shape[1]), tf.float32),
+        tf.TensorSpec((None, y.shape[1]), tf.float32),
+    )
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    warned = _fit(tmp_path, dataset, steps_per_epoch=STEPS_PER_EPOCH)
     assert warned == [
-        "GPUMonitor cannot tell how many examples each step of this fit takes (the data is "
-        "not an array or a tf.data pipeline with a constant batch size), so "
+        "GPUMonitor cannot tell how many examples each step of this fit takes (the data "
+        "is not an array or a tf.data pipeline with a constant batch size), so "
         "epoch/examples_per_second is not logged: pass `batch_size=` (examples per step "
         "across every replica)."
     ]
