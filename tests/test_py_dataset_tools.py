@@ -35,10 +35,25 @@ def test_diagnose_times_a_py_dataset_with_its_workers():
 
     assert report.batch_size == 32
     assert report.input_batches_per_second > 0 and report.fit_batches_per_second > 0
-    # Keras's generator over Python code is not a tf.data pipeline to lint: no stage advice.
-    assert not any("prefetch" in rec.action for rec in report.recommendations)
+    # Keras's generator over Python code is not a tf.data pipeline: advice about its workers.
+    assert not any(rec.action.startswith("build_pipeline") for rec in report.recommendations)
     assert _worker_threads() == []
     assert int(model.optimizer.iterations.numpy()) == 0
+
+
+def test_diagnose_inference_reads_a_py_dataset_as_predict_would():
+    model = build_regression()
+    report = diagnose(
+        model,
+        LabelledBatches(workers=2),
+        steps=2,
+        repeats=1,
+        utilization_probe=None,
+        mode="inference",
+    )
+    assert report.batch_size == 32
+    assert report.fit_batches_per_second > 0
+    assert _worker_threads() == []
 
 
 def test_tune_measures_a_py_dataset_and_reports_its_input_side():
@@ -95,3 +110,24 @@ def test_find_batch_size_takes_a_py_dataset_per_batch_size():
     assert _worker_threads() == []
     with pytest.raises(TypeError, match="a PyDataset makes batches of its own size"):
         find_batch_size(build_regression, LabelledBatches())
+
+
+def test_pipeline_advice_becomes_advice_about_the_workers():
+    from tfthroughput.diagnosis.py_dataset_advice import for_py_dataset
+    from tfthroughput.diagnosis.recommendations import Recommendation
+
+    advice = [
+        Recommendation("build_pipeline: parallel map", "the input delivers 10 batches/s."),
+        Recommendation("build_pipeline: cache", "40% of each fit step waits on input."),
+        Recommendation("a larger batch: find_batch_size", "steps are short."),
+    ]
+    replaced = for_py_dataset(advice, "2 worker threads")
+    assert [rec.action for rec in replaced] == [
+        "PyDataset(workers=..., use_multiprocessing=True), or a tf.data pipeline "
+        "(tfthroughput.build_pipeline)",
+        "a larger batch: find_batch_size",
+    ]
+    assert replaced[0].reason.startswith(
+        "the input delivers 10 batches/s. The input is a PyDataset with 2 worker threads"
+    )
+    assert for_py_dataset(advice[2:], "no workers") == advice[2:]

@@ -22,14 +22,20 @@ from typing import Any
 
 import keras
 
-# Pipelines made here: they are Keras's generator over Python code, not a tf.data pipeline
-# the user wrote, so lint_pipeline's advice about tf.data stages does not apply to them.
-_MADE_HERE: weakref.WeakSet = weakref.WeakSet()
+# Pipelines made here, and the workers of the PyDataset each reads: they are Keras's generator
+# over Python code, not a tf.data pipeline the user wrote, so lint_pipeline's advice about
+# tf.data stages does not apply to them.
+_MADE_HERE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def is_py_dataset(value: object) -> bool:
     """Whether ``value`` is a ``keras.utils.PyDataset`` (its Keras 2 name: ``Sequence``)."""
     return isinstance(value, keras.utils.PyDataset)
+
+
+def py_dataset_workers(dataset: object) -> str:
+    """:func:`describe_workers` of the PyDataset a :func:`keras_dataset` pipeline reads."""
+    return _MADE_HERE.get(dataset, "no workers")
 
 
 def made_from_py_dataset(dataset: object) -> bool:
@@ -113,7 +119,7 @@ def keras_dataset(py_dataset: keras.utils.PyDataset) -> Iterator[Any]:
     endless = py_dataset if py_dataset.num_batches is None else EndlessPyDataset(py_dataset)
     adapter = PyDatasetAdapter(endless, shuffle=False)
     dataset = adapter.get_tf_dataset().map(_unwrap_single)
-    _MADE_HERE.add(dataset)
+    _MADE_HERE[dataset] = describe_workers(py_dataset)
     try:
         yield dataset
     finally:

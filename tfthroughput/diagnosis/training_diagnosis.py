@@ -14,12 +14,19 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
-from tfthroughput.data.keras_inputs import check_not_one_pass, is_py_dataset, keras_dataset
+from tfthroughput.data.keras_inputs import (
+    check_not_one_pass,
+    is_py_dataset,
+    keras_dataset,
+    made_from_py_dataset,
+    py_dataset_workers,
+)
 from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
+from tfthroughput.diagnosis.py_dataset_advice import for_py_dataset
 from tfthroughput.diagnosis.recommendations import SPEED_RULES, recommendations
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
@@ -143,6 +150,19 @@ def diagnose(
     """
     if mode not in (TRAINING, INFERENCE):
         raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
+    if is_py_dataset(dataset):  # timed as fit reads it: through Keras's adapter, its workers
+        with keras_dataset(dataset) as made:
+            return diagnose(
+                model,
+                made,
+                steps=steps,
+                repeats=repeats,
+                thresholds=thresholds,
+                utilization_probe=utilization_probe,
+                clock=clock,
+                precision=precision,
+                mode=mode,
+            )
     if mode == INFERENCE:
         from tfthroughput.diagnosis.inference_diagnosis import diagnose_inference
 
@@ -157,18 +177,6 @@ def diagnose(
             precision=precision,
         )
     check_model(model)
-    if is_py_dataset(dataset):  # timed as fit reads it: through Keras's adapter, its workers
-        with keras_dataset(dataset) as made:
-            return diagnose(
-                model,
-                made,
-                steps=steps,
-                repeats=repeats,
-                thresholds=thresholds,
-                utilization_probe=utilization_probe,
-                clock=clock,
-                precision=precision,
-            )
     check_not_one_pass("dataset", dataset)
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
@@ -247,6 +255,23 @@ def diagnose(
     if decided in (INPUT_BOUND, BALANCED) and input_rate < compute_rate and lint is not None:
         if not any(finding.rule in SPEED_RULES for finding in lint.findings):
             slowest = slowest_stage(repeated, steps)
+    advice = recommendations(
+        verdict=decided,
+        input_rate=input_rate,
+        compute_rate=compute_rate,
+        fit_rate=fit_rate,
+        fraction=fraction,
+        compute_dtype=_compute_dtype(model),
+        jit_compiled=bool(getattr(model, "jit_compile", False)),
+        gpu_utilization=gpu_utilization,
+        thresholds=thresholds,
+        lint=lint,
+        slowest_stage=slowest,
+        precision=precision,
+        sm_activity=sm_activity,
+    )
+    if made_from_py_dataset(dataset):
+        advice = for_py_dataset(advice, py_dataset_workers(dataset))
     return DiagnosisReport(
         batch_size=batch_size,
         steps=steps,
@@ -256,21 +281,7 @@ def diagnose(
         fit_batches_per_second=fit_rate,
         input_bound_fraction=fraction,
         verdict=decided,
-        recommendations=recommendations(
-            verdict=decided,
-            input_rate=input_rate,
-            compute_rate=compute_rate,
-            fit_rate=fit_rate,
-            fraction=fraction,
-            compute_dtype=_compute_dtype(model),
-            jit_compiled=bool(getattr(model, "jit_compile", False)),
-            gpu_utilization=gpu_utilization,
-            thresholds=thresholds,
-            lint=lint,
-            slowest_stage=slowest,
-            precision=precision,
-            sm_activity=sm_activity,
-        ),
+        recommendations=advice,
         gpu_utilization_percent=gpu_utilization,
         thresholds=thresholds,
         sm_activity_percent=sm_activity,
