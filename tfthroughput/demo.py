@@ -25,7 +25,7 @@ import tensorflow as tf
 from tfthroughput._validation import check_writable_folder
 from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.demo_comparison import RunSummary, comparison_markdown, comparison_table
-from tfthroughput.demo_runs import replace_previous_runs
+from tfthroughput.demo_runs import TUNE_RUN, replace_previous_runs
 from tfthroughput.diagnosis.training_diagnosis import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.gpu_monitor import GPUMonitor
@@ -297,7 +297,7 @@ def run_demo(
     echo("")
     if tune:
         echo("Tuning a small launch-bound model with tfthroughput.tune (about 8 s):")
-        echo(str(tune_demo(os.path.join(log_dir, "tune"))))
+        echo(str(tune_demo(os.path.join(log_dir, TUNE_RUN))))
         echo("")
     try:
         report_line = f"One page comparing both runs: {shlex.quote(write_report(log_dir))}"

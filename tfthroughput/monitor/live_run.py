@@ -53,7 +53,7 @@ from tfthroughput.monitor.events import (
     overstated_utilization_warning,
     window_scalars,
 )
-from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.fan_out import SinkFanOut
 from tfthroughput.sinks.sink import Measurement
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).

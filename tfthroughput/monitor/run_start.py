@@ -22,7 +22,7 @@ from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.strategy import Placement
 from tfthroughput.monitor.tensorboard_sink import TensorBoardSink
-from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.fan_out import SinkFanOut
 from tfthroughput.sinks.sink import RunInfo, Sink
 
 
