@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
@@ -94,11 +94,7 @@ def check_diagnosis_arguments(
             f"`model` must be a keras.Model. Received: model={model!r} "
             f"of type {type(model).__name__}"
         )
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     check_positive_int("steps", steps)
     check_positive_int("repeats", repeats)
     thresholds = DiagnosisThresholds() if thresholds is None else thresholds
