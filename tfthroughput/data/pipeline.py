@@ -68,17 +68,15 @@ def build_pipeline(
     page "Fix the input pipeline" details every argument.
 
     Args:
-        source: A ``tf.data.Dataset``; in-memory data (arrays, tensors, lists of numbers, or a
-            tuple/dict of those), sliced along the first axis; a glob (sorted matches) or a
-            file path; a list of existing file paths. Files are TFRecord unless ``read_fn``.
+        source: A ``tf.data.Dataset``; in-memory data (arrays, tensors, or a tuple/dict of
+            them); a glob, a file path or a list of paths (TFRecord files unless ``read_fn``).
         batch_size: Examples per batch. Defaults to 32. ``None``: no ``batch`` stage (single
             examples, or an already batched dataset kept as it is).
         read_fn: One source element (a file path) -> one example (mapped in parallel) or a
             ``tf.data.Dataset`` of examples (interleaved in parallel). Defaults to ``None``.
         labels: With a list of files and a one-example ``read_fn``: one label per file.
         preprocess_fn: Deterministic per-example work, before the cache (runs once).
-        augment_fn: Random per-example work, after the cache and the shuffle (new draws each
-            epoch); returns the structure it receives.
+        augment_fn: Random per-example work, after the cache and the shuffle (new draws).
         batch_fn: Vectorised work on whole batches, after ``batch``.
         cache: ``False`` (default): none. ``True``: in memory. A path: files with that prefix
             (an existing complete cache there is read instead of the source).
@@ -88,12 +86,10 @@ def build_pipeline(
         deterministic: Keep the order through the parallel stages. Defaults to ``False``.
         parallel_reads: Files read at once. Defaults to ``None``: ``AUTOTUNE``.
         ram_budget_mib: ``tf.data`` autotuning RAM budget in MiB. Defaults to ``None``.
-        threadpool_size: Threads of a private threadpool. Defaults to ``None``:
-            ``parallel_reads`` when that exceeds the CPU cores, else the shared pool.
+        threadpool_size: Threads of a private threadpool. Defaults to ``None``.
         seed: Seed of the shuffle (and file shuffle). Defaults to ``None``: random.
-        service: A tf.data service dispatcher address (``"grpc://host:port"``) or a
-            :class:`~tfthroughput.data.service.DataService` to run the stages up to
-            ``augment_fn`` (and the batch, mostly) on. Defaults to ``None``: all here.
+        service: A tf.data service (``"grpc://host:port"`` or a
+            :class:`~tfthroughput.data.service.DataService`) to run the work. Defaults to ``None``.
 
     Returns:
         The ``tf.data.Dataset``, ready for ``model.fit``.
@@ -107,8 +103,7 @@ def build_pipeline(
 
     Example:
         >>> ds = build_pipeline(  # doctest: +SKIP
-        ...     "photos/*.jpg", labels=labels, read_fn=tf.io.read_file, preprocess_fn=decode,
-        ...     augment_fn=flip, cache=True, shuffle_buffer=1000, batch_size=64,
+        ...     "photos/*.jpg", labels=labels, read_fn=tf.io.read_file, preprocess_fn=decode
         ... )
     """
     arguments = _PipelineArguments(**locals())  # checked on creation: data/_pipeline_arguments.py

@@ -63,7 +63,7 @@ def tune(
         callbacks: The callbacks you train with: one that needs every batch's hook keeps
             ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
         precision: ``None`` (default): ``recommend_precision()`` here; a
-            :class:`~tfthroughput.precision.PrecisionRecommendation`; ``False``: no policy.
+            ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
         pipeline: Whether the input pipeline may be tried. Defaults to ``True``.
         xla: Whether to try XLA flipped (not under JAX). Defaults to ``True``.
         allow_batch_change: Try batch sizes 2x and 4x. Defaults to ``False``.
@@ -78,14 +78,13 @@ def tune(
         ``compile_kwargs``, ``apply(model)``, ``pipeline_kwargs`` and ``snippet`` apply it.
 
     Raises:
-        TypeError: If ``build_model`` is a model rather than a function, returns no compiled
-            model, or ``data``/an argument has the wrong type.
+        TypeError: If ``build_model`` is no function returning a compiled model, or an
+            argument has the wrong type.
         ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...).
         RuntimeError: If the model as given cannot be trained.
 
     Example:
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
-        >>> model.compile("sgd", "mse", **result.compile_kwargs)  # doctest: +SKIP
     """
     arguments = TuneArguments(**locals())  # checked on creation: tuning/_arguments.py
     settings = search_settings(arguments)
