@@ -29,7 +29,7 @@ from tfthroughput.diagnosis._measurement import (
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
-from tfthroughput.diagnosis.recommendations import recommendations
+from tfthroughput.diagnosis.training_recommendations import recommendations
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.hardware.utilization import gpu_utilization
 
