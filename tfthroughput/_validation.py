@@ -70,6 +70,22 @@ def check_dataset(name: str, value: object) -> None:
         )
 
 
+def check_callable(name: str, value: object) -> None:
+    """Check that ``value`` can be called (a clock, a factory).
+
+    Raises:
+        TypeError: If it cannot, naming the argument and the value.
+
+    Example:
+        >>> check_callable("clock", 1.5)
+        Traceback (most recent call last):
+        ...
+        TypeError: `clock` must be callable. Received: clock=1.5
+    """
+    if not callable(value):
+        raise TypeError(f"`{name}` must be callable. Received: {name}={value!r}")
+
+
 def check_bool(name: str, value: object) -> bool:
     """Check that ``value`` is a bool (not merely truthy: ``0``, ``"no"`` and ``None`` are refused).
 

@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_dataset, check_positive_int
+from tfthroughput._validation import check_callable, check_dataset, check_positive_int
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
@@ -108,8 +108,7 @@ def check_diagnosis_arguments(
             "`utilization_probe` must be a callable returning a context manager, or None. "
             f"Received: utilization_probe={utilization_probe!r}"
         )
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
+    check_callable("clock", clock)
     precision = check_precision(precision)
     return DiagnosisArguments(
         model, dataset, steps, repeats, thresholds, utilization_probe, clock, precision

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory, _rss
 
@@ -130,8 +130,7 @@ def _check_search_arguments(
             f"min_batch_size={min_batch_size}, max_batch_size={max_batch_size}"
         )
     check_positive_int("memory_limit_mib", memory_limit_mib, allow_none=True)
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
+    check_callable("clock", clock)
 
 
 def _trial_runner(

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_callable, check_positive_int
 
 ARRAYS = "arrays"
 BATCHED = "batched dataset"
@@ -224,8 +224,7 @@ class TuneArguments:
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
-        if not callable(self.clock):
-            raise TypeError(f"`clock` must be callable. Received: clock={self.clock!r}")
+        check_callable("clock", self.clock)
         # Frozen: the normalised numbers and the training data are set once, here.
         object.__setattr__(self, "time_budget", time_budget)
         object.__setattr__(self, "loss_tolerance", loss_tolerance)
