@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 
-import keras
-
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
     recommend_precision,
@@ -23,19 +21,6 @@ def check_precision(precision: object) -> PrecisionRecommendation:
             f"Received: precision={precision!r}"
         )
     return precision
-
-
-def check_model(model: object) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`model` must be compiled with an optimizer and a loss before it can be diagnosed: "
-            f"call model.compile(...) first. Received: model={model.name!r}, not compiled"
-        )
 
 
 def check_utilization(value: object, what: str = "reading") -> float | None:

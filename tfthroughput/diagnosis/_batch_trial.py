@@ -1,7 +1,7 @@
 """One default trial of :func:`tfthroughput.find_batch_size`: a fresh model fit at one batch size.
 
 It times ``steps`` training steps after as many warm-up steps and, with a memory ceiling,
-measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis._trial_memory`).
+measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis.trial_memory`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
+from tfthroughput._validation import check_model
 from tfthroughput.diagnosis._timing import _timed_fit
-from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
+from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory
 
 
 def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
@@ -75,8 +76,8 @@ def _default_trial(
         seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = None
     else:
-        _release_free_memory()
-        with _PeakAdded() as memory:
+        release_free_memory()
+        with PeakAdded() as memory:
             seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = memory.added
         peak = ceiling.search_start_bytes + memory_bytes
@@ -99,7 +100,5 @@ def _fit_at(
     clock: Callable[[], float],
 ) -> float:
     """Seconds of one timed epoch of ``steps`` steps, on a fresh model, at ``batch_size``."""
-    model = build_model()
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
+    model = check_model(build_model(), returned_by="build_model")
     return _timed_fit(model, make_dataset(batch_size), steps=steps, repeats=1, clock=clock)[0]

@@ -18,7 +18,7 @@ from tfthroughput.diagnosis._batch_trial import (
     _DoesNotFit,
     _Measured,
 )
-from tfthroughput.diagnosis._trial_memory import _release_free_memory, _rss
+from tfthroughput.diagnosis.trial_memory import release_free_memory, rss
 
 Trial = Callable[[int], "float | None"]
 
@@ -238,8 +238,8 @@ def find_batch_size(
         ceiling = None
         if memory_limit_mib is not None:
             keras.backend.clear_session()
-            _release_free_memory()
-            ceiling = _Ceiling(memory_limit_mib * 2**20, _rss())
+            release_free_memory()
+            ceiling = _Ceiling(memory_limit_mib * 2**20, rss())
 
         def run_trial(batch_size: int) -> _Measured:
             return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)

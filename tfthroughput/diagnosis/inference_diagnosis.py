@@ -12,8 +12,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
-from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput._validation import check_model, check_positive_int
+from tfthroughput.data.benchmark import benchmark_dataset, leading_dimension, rate
 from tfthroughput.diagnosis._arguments import check_precision, check_utilization
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, DiagnosisReport
@@ -89,11 +89,7 @@ def diagnose_inference(
         >>> report.verdict  # doctest: +SKIP
         'launch-overhead-bound'
     """
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
+    check_model(model, compiled=False)  # predict needs no optimizer
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(
             f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
@@ -119,7 +115,7 @@ def diagnose_inference(
     first_batch = next(iter(dataset.take(1)), None)
     if first_batch is None:
         raise ValueError(f"`dataset` yielded no batch. Received: dataset={dataset!r}")
-    batch_size = _leading_dimension(first_batch)
+    batch_size = leading_dimension(first_batch)
     repeated = dataset.repeat()
     in_memory = (
         dataset.take(min(_CACHED_BATCHES, steps)).cache().repeat().prefetch(tf.data.AUTOTUNE)
@@ -146,8 +142,8 @@ def diagnose_inference(
     utilization = sum(utilizations) / len(utilizations) if utilizations else None
     sm_activity = sum(sm_activities) / len(sm_activities) if sm_activities else None
     input_rate = statistics.median(input_rates)
-    compute_rate = _rate(steps, statistics.median(compute_seconds))
-    predict_rate = _rate(steps, statistics.median(predict_seconds))
+    compute_rate = rate(steps, statistics.median(compute_seconds))
+    predict_rate = rate(steps, statistics.median(predict_seconds))
     fraction = input_bound_fraction(compute_rate, predict_rate)
     decided = verdict(
         fraction,
@@ -250,7 +246,3 @@ def _timed_predict(
         check_utilization(readings[0]()),
         check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
     )
-
-
-def _rate(count: int, seconds: float) -> float:
-    return count / seconds if seconds > 0 else float("inf")

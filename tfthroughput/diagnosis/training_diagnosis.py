@@ -12,9 +12,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
-from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
-from tfthroughput.diagnosis._arguments import check_model, check_precision, check_utilization
+from tfthroughput._validation import check_model, check_positive_int
+from tfthroughput.data.benchmark import benchmark_dataset, leading_dimension, rate
+from tfthroughput.diagnosis._arguments import check_precision, check_utilization
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._timing import _timed_fit
@@ -179,7 +179,7 @@ def diagnose(
     first_batch = next(iter(dataset.take(1)), None)
     if first_batch is None:
         raise ValueError(f"`dataset` yielded no batch. Received: dataset={dataset!r}")
-    batch_size = _leading_dimension(first_batch)
+    batch_size = leading_dimension(first_batch)
     repeated = dataset.repeat()
     in_memory = (
         dataset.take(min(_CACHED_BATCHES, steps)).cache().repeat().prefetch(tf.data.AUTOTUNE)
@@ -215,8 +215,8 @@ def diagnose(
     gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
     sm_activity = sum(sm_activities) / len(sm_activities) if sm_activities else None
     input_rate = statistics.median(input_rates)
-    compute_rate = _rate(steps, statistics.median(compute_seconds))
-    fit_rate = _rate(steps, statistics.median(fit_seconds))
+    compute_rate = rate(steps, statistics.median(compute_seconds))
+    fit_rate = rate(steps, statistics.median(fit_seconds))
     fraction = input_bound_fraction(compute_rate, fit_rate)
     decided = verdict(
         fraction,
@@ -294,10 +294,6 @@ def _fit_round(
 
 
 # ------------------------------------------------------------------------- the numbers
-
-
-def _rate(count: int, seconds: float) -> float:
-    return count / seconds if seconds > 0 else float("inf")
 
 
 def _compute_dtype(model: keras.Model) -> str:
