@@ -244,7 +244,6 @@ PINNED = {
         "share",
     ),
     "TimedSamples": ("args", "kwargs"),
-    "visible_gpus": ("pynvml",),
     "WindowStats": ("stats", "start", "end", "buffer_samples", "totals"),
     "with_gradient_accumulation": ("optimizer", "gradient_accumulation_steps"),
     "write_report": ("log_dir", "output"),

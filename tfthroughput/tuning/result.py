@@ -172,11 +172,13 @@ class TuneResult:
         return render(self)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/result``) in ``log_dir``.
+        """Write the table to TensorBoard's Text tab (tag ``tune/result``, as a preformatted
+        block, and its JSON under ``tune/result_json``) in a new event file in ``log_dir``.
 
         Returns:
             The event file's path.
         """
-        from tfthroughput.tuning._tensorboard import write_text
+        from tfthroughput.monitor.text_entries import write_text
 
-        return write_text(log_dir, "tune/result", str(self), self.to_json())
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {"tune/result": block, "tune/result_json": self.to_json()})
