@@ -190,7 +190,7 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
     )
     assert result.largest_fitting == 8
     # Each trial's own memory is reported, in the result and its table.
-    assert all(t.memory_bytes > 0 for t in result.trials)
+    assert all(t.memory_mib > 0 for t in result.trials)
     assert "examples/s  added MiB" in str(result)
 
 

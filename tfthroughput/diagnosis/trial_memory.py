@@ -40,6 +40,17 @@ def release_free_memory() -> None:
             pass
 
 
+def to_mib(count_bytes: int | None) -> float | None:
+    """Bytes in MiB, the package's one unit for memory a user reads or types (``None`` stays
+    ``None``).
+
+    Example:
+        >>> to_mib(3 * 2**20 + 2**19), to_mib(None)
+        (3.5, None)
+    """
+    return None if count_bytes is None else count_bytes / 2**20
+
+
 def rss() -> int:
     """This process's resident set size, in bytes."""
     return psutil.Process().memory_info().rss

@@ -18,7 +18,7 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import check_model
-from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory
+from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
 from tfthroughput.precision.xla import is_xla_failure
 from tfthroughput.tuning.setup import TuneSetup
@@ -100,7 +100,7 @@ class Runner:
         self.model: keras.Model | None = None
         self.warmup_seconds = 0.0
         self.warmup_loss = math.nan
-        self.memory_bytes: int | None = None
+        self.memory_mib: float | None = None
         self.notes: list[str] = []
 
     def start(self, *, user_model_errors: bool = False) -> None:
@@ -125,7 +125,7 @@ class Runner:
                 self._warm_data()
             self.warmup_loss = self._fit(self.warmup_steps)[1]
             self.warmup_seconds = self._clock() - start
-        self.memory_bytes = _device_peak_bytes() or memory.added
+        self.memory_mib = to_mib(_device_peak_bytes() or memory.added)
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""

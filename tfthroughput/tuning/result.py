@@ -38,8 +38,8 @@ class TuneTrial:
         rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
-        memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
-            the process's peak RSS over its start.
+        memory_mib: Peak memory the trial added, in MiB: GPU peak where the backend tells
+            it, else the process's peak RSS over its start.
         gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
         sm_activity: Mean SM activity (%) over its timed runs, where measured.
         loss_check: The warm-up loss against the baseline's; ``None`` for the baseline.
@@ -56,7 +56,7 @@ class TuneTrial:
     noise: float | None = None
     rounds_won: int | None = None
     warmup_seconds: float | None = None
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     loss_check: LossCheck | None = None
