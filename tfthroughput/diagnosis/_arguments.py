@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
@@ -36,3 +37,15 @@ def check_utilization(value: object, what: str = "reading") -> float | None:
             f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
         )
     return value
+
+
+def probe_readings(readings: Sequence[Callable[[], object]]) -> tuple[float | None, float | None]:
+    """The GPU-Util and SM activity read from the first ``utilization_probe`` reading entered
+    (each checked; ``None`` where nothing was read or the probe has no ``sm_activity``)."""
+    if not readings:
+        return None, None
+    sm_activity = getattr(readings[0], "sm_activity", None)
+    return (
+        check_utilization(readings[0]()),
+        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
+    )

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_model, check_positive_int
 from tfthroughput.data.benchmark import benchmark_dataset, leading_dimension, rate
-from tfthroughput.diagnosis._arguments import check_precision, check_utilization
+from tfthroughput.diagnosis._arguments import check_precision, probe_readings
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, DiagnosisReport
 from tfthroughput.diagnosis.inference_recommendations import inference_recommendations
@@ -238,11 +238,4 @@ def _timed_predict(
     if timer.seconds is None or timer.timed_from >= 2 * steps:
         raise RuntimeError(f"`predict` ran fewer than {2 * steps} batches, so no timing was taken.")
     seconds = timer.seconds * steps / (2 * steps - timer.timed_from)
-    if not readings:
-        return seconds, None, None
-    sm_activity = getattr(readings[0], "sm_activity", None)
-    return (
-        seconds,
-        check_utilization(readings[0]()),
-        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
-    )
+    return (seconds, *probe_readings(readings))

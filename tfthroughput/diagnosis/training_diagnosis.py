@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tfthroughput._validation import check_model, check_positive_int
 from tfthroughput.data.benchmark import benchmark_dataset, leading_dimension, rate
-from tfthroughput.diagnosis._arguments import check_precision, check_utilization
+from tfthroughput.diagnosis._arguments import check_precision, probe_readings
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._timing import _timed_fit
@@ -283,14 +283,7 @@ def _fit_round(
             clock=clock,
             on_measure_begin=None if utilization_probe is None else on_measure_begin,
         )
-    if not readings:
-        return seconds, None, None
-    sm_activity = getattr(readings[0], "sm_activity", None)
-    return (
-        seconds,
-        check_utilization(readings[0]()),
-        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
-    )
+    return (seconds, *probe_readings(readings))
 
 
 # ------------------------------------------------------------------------- the numbers
