@@ -9,7 +9,7 @@ its peak is taken relative to that start: from the kernel's own high-water mark,
 start (``/proc/self/clear_refs``, Linux), or else by sampling RSS every 10 ms (psutil), which can
 miss shorter spikes.
 
-``tune`` measures each trial's memory the same way (``TuneTrial.memory_bytes``), so this module
+``tune`` measures each trial's memory the same way (``TuneTrial.memory_mib``), so this module
 is the diagnosis room's named helper for both: internal (not in ``tfthroughput.diagnosis``'s
 face), but importable by the rooms above it.
 """
