@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import Any
 
 
 def check_positive_int(
@@ -186,3 +187,41 @@ def parse_duration(name: str, value: object) -> float:
     if match is None or float(match.group(1)) <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+def check_model(model: object, *, returned_by: str | None = None, compiled: bool = True) -> Any:
+    """``model`` itself, once it is a ``keras.Model`` (compiled, unless ``compiled=False``).
+
+    The one model check of the package: ``diagnose`` checks the model it is given,
+    ``diagnose(mode="inference")`` the same without the compile check (``predict`` needs no
+    optimizer), and ``tune`` and ``find_batch_size`` the model their ``build_model`` returns.
+
+    Args:
+        model: The value to check.
+        returned_by: The argument that built ``model`` (``"build_model"``), so the message
+            names what the user passed. Defaults to ``None``: ``model`` is the argument.
+        compiled: Whether ``model`` must be compiled with an optimizer. Defaults to ``True``.
+
+    Returns:
+        ``model``.
+
+    Raises:
+        TypeError: If ``model`` is not a ``keras.Model``.
+        ValueError: If ``compiled`` and ``model`` has no optimizer.
+    """
+    import keras  # here, not above: the command line checks its folders before Keras loads
+
+    if returned_by is None:
+        must, received = "`model` must be", f"model={model!r}"
+    else:
+        must, received = f"`{returned_by}` must return", repr(model)
+    if not isinstance(model, keras.Model):
+        kind = "a compiled keras.Model" if compiled and returned_by else "a keras.Model"
+        raise TypeError(f"{must} {kind}. Received: {received} of type {type(model).__name__}")
+    if compiled and (not getattr(model, "compiled", False) or model.optimizer is None):
+        where = "inside it" if returned_by else "first"
+        raise ValueError(
+            f"{must} compiled with an optimizer and a loss: call model.compile(...) {where}. "
+            f"Received: model={model.name!r}, not compiled"
+        )
+    return model

@@ -29,6 +29,7 @@ from tfthroughput.demo_runs import TUNE_RUN, replace_previous_runs
 from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
 from tfthroughput.diagnosis.training_diagnosis import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor import text_entries
 from tfthroughput.monitor.gpu_monitor import GPUMonitor
 from tfthroughput.report.html import write_report
 from tfthroughput.report.steady_epochs import steady_median
@@ -204,10 +205,7 @@ def train(
 
 
 def write_text(run_dir: str, tag: str, markdown: str) -> None:
-    writer = tf.summary.create_file_writer(run_dir)
-    with writer.as_default():
-        tf.summary.text(tag, markdown, step=0)
-    writer.close()
+    text_entries.write_text(run_dir, {tag: markdown})
 
 
 def gpu_status() -> str:

@@ -48,7 +48,7 @@ class DatasetBenchmark:
         With a single batch there is no steady interval: that batch over ``total_seconds``.
         """
         if self._single_interval:
-            return _rate(self.num_batches, self.total_seconds)
+            return rate(self.num_batches, self.total_seconds)
         return (self.num_batches - 1) / self.steady_seconds
 
     @property
@@ -59,7 +59,7 @@ class DatasetBenchmark:
         first. With a single batch: its examples over ``total_seconds``.
         """
         if self._single_interval:
-            return _rate(self.num_elements, self.total_seconds)
+            return rate(self.num_elements, self.total_seconds)
         return (self.num_elements - self.first_batch_elements) / self.steady_seconds
 
     @property
@@ -75,11 +75,27 @@ class DatasetBenchmark:
         )
 
 
-def _rate(count: int, seconds: float) -> float:
+def rate(count: int, seconds: float) -> float:
+    """``count`` per second over ``seconds``; infinite when no time was measured (a clock that
+    did not move), so a rate is never a division by zero. The one rate helper of the package:
+    ``benchmark_dataset`` and both diagnoses divide with it.
+
+    Example:
+        >>> rate(10, 2.0), rate(3, 0.0)
+        (5.0, inf)
+    """
     return count / seconds if seconds > 0 else float("inf")
 
 
-def _leading_dimension(batch: object) -> int:
+def leading_dimension(batch: object) -> int:
+    """The examples in ``batch``: the leading dimension of its first tensor (in ``tf.nest``
+    order), or one for a batch of scalars. ``benchmark_dataset`` counts examples with it, and
+    the diagnoses read the batch size of a dataset's first batch.
+
+    Example:
+        >>> leading_dimension({"image": tf.zeros([8, 4]), "label": tf.zeros([8])})
+        8
+    """
     first = tf.nest.flatten(batch)[0]
     shape = getattr(first, "shape", ())
     return int(shape[0]) if len(shape) else 1
@@ -155,7 +171,7 @@ def _timed_iteration(
     iterator = iter(dataset)
     for batch in iterator:
         batches += 1
-        elements += _leading_dimension(batch) if batched else 1
+        elements += leading_dimension(batch) if batched else 1
         if batches == 1:
             first_batch_seconds = total_seconds = clock() - start
             first_batch_elements = elements

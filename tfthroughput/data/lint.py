@@ -107,6 +107,20 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
     )
 
 
+def random_stages(dataset: tf.data.Dataset) -> tuple[str, ...]:
+    """The stages of ``dataset`` whose output differs from one pass to the next: a shuffle, or
+    a function with random ops, named as ``str(stage)`` (``"stage 2: shuffle
+    (ShuffleDatasetV3)"``), source first. ``lint_pipeline``'s ``cache-after-random`` rule and
+    ``tune``'s choice whether to cache read the same thing.
+
+    Example:
+        >>> random_stages(tf.data.Dataset.range(8).shuffle(8).batch(2))
+        ('stage 2: shuffle (ShuffleDatasetV3)',)
+    """
+    graph = DatasetGraph(dataset)
+    return tuple(str(stage) for stage in graph.stages if graph.is_random(stage))
+
+
 def _runtime_notes(graph: DatasetGraph) -> Iterator[str]:
     for stage in graph.stages:
         if stage.op == "MapDataset" and runs_in_parallel(graph, stage):

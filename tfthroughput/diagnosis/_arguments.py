@@ -5,13 +5,18 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_callable, check_dataset, check_positive_int
+from tfthroughput._validation import (
+    check_callable,
+    check_dataset,
+    check_model,
+    check_positive_int,
+)
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
@@ -29,19 +34,6 @@ def check_precision(precision: object) -> PrecisionRecommendation:
             f"Received: precision={precision!r}"
         )
     return precision
-
-
-def check_model(model: object) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`model` must be compiled with an optimizer and a loss before it can be diagnosed: "
-            f"call model.compile(...) first. Received: model={model.name!r}, not compiled"
-        )
 
 
 def check_utilization(value: object, what: str = "reading") -> float | None:
@@ -87,13 +79,7 @@ def check_diagnosis_arguments(
 ) -> DiagnosisArguments:
     """Check ``diagnose``'s arguments in the order they are listed; ``compiled``: the model
     must be compiled (training), else only a ``keras.Model`` (inference)."""
-    if compiled:
-        check_model(model)
-    elif not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
+    check_model(model, compiled=compiled)
     check_dataset("dataset", dataset)
     check_positive_int("steps", steps)
     check_positive_int("repeats", repeats)
@@ -112,4 +98,16 @@ def check_diagnosis_arguments(
     precision = check_precision(precision)
     return DiagnosisArguments(
         model, dataset, steps, repeats, thresholds, utilization_probe, clock, precision
+    )
+
+
+def probe_readings(readings: Sequence[Callable[[], object]]) -> tuple[float | None, float | None]:
+    """The GPU-Util and SM activity read from the first ``utilization_probe`` reading entered
+    (each checked; ``None`` where nothing was read or the probe has no ``sm_activity``)."""
+    if not readings:
+        return None, None
+    sm_activity = getattr(readings[0], "sm_activity", None)
+    return (
+        check_utilization(readings[0]()),
+        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
     )

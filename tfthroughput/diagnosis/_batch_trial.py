@@ -2,7 +2,7 @@
 fresh model fit at one batch size.
 
 It times ``steps`` training steps after as many warm-up steps and, with a memory ceiling,
-measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis._trial_memory`).
+measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis.trial_memory`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_callable, check_positive_int
+from tfthroughput._validation import check_callable, check_model, check_positive_int
 from tfthroughput.diagnosis._timing import _timed_fit
-from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory, _rss
+from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, rss
 
 
 def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
@@ -78,8 +78,8 @@ def _default_trial(
         seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = None
     else:
-        _release_free_memory()
-        with _PeakAdded() as memory:
+        release_free_memory()
+        with PeakAdded() as memory:
             seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = memory.added
         peak = ceiling.search_start_bytes + memory_bytes
@@ -102,9 +102,7 @@ def _fit_at(
     clock: Callable[[], float],
 ) -> float:
     """Seconds of one timed epoch of ``steps`` steps, on a fresh model, at ``batch_size``."""
-    model = build_model()
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
+    model = check_model(build_model(), returned_by="build_model")
     return _timed_fit(model, make_dataset(batch_size), steps=steps, repeats=1, clock=clock)[0]
 
 
@@ -164,8 +162,8 @@ def _trial_runner(
     ceiling = None
     if memory_limit_mib is not None:
         keras.backend.clear_session()
-        _release_free_memory()
-        ceiling = _Ceiling(memory_limit_mib * 2**20, _rss())
+        release_free_memory()
+        ceiling = _Ceiling(memory_limit_mib * 2**20, rss())
 
     def run_trial(batch_size: int) -> _Measured:
         return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)

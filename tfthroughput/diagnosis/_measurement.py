@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfthroughput.data.autotune import StageMeasurement
-from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
+from tfthroughput.data.benchmark import benchmark_dataset, leading_dimension, rate
 from tfthroughput.data.lint import PipelineLint
 from tfthroughput.diagnosis._arguments import DiagnosisArguments
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
@@ -89,7 +89,7 @@ def prepare_datasets(dataset: tf.data.Dataset, steps: int) -> Datasets:
     in_memory = (
         dataset.take(min(_CACHED_BATCHES, steps)).cache().repeat().prefetch(tf.data.AUTOTUNE)
     )
-    return Datasets(first_batch, _leading_dimension(first_batch), dataset.repeat(), in_memory)
+    return Datasets(first_batch, leading_dimension(first_batch), dataset.repeat(), in_memory)
 
 
 def input_rates(arguments: DiagnosisArguments, repeated: tf.data.Dataset) -> list[float]:
@@ -110,8 +110,8 @@ def summarize(steps: int, rates_of_input: list[float], rounds: Rounds) -> Measur
     utilizations, sm_activities = rounds.utilizations, rounds.sm_activities
     return Measurement(
         input_rate=statistics.median(rates_of_input),
-        compute_rate=_rate(steps, statistics.median(rounds.compute_seconds)),
-        rate=_rate(steps, statistics.median(rounds.seconds)),
+        compute_rate=rate(steps, statistics.median(rounds.compute_seconds)),
+        rate=rate(steps, statistics.median(rounds.seconds)),
         gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
         sm_activity=sum(sm_activities) / len(sm_activities) if sm_activities else None,
     )
@@ -139,7 +139,3 @@ def decide(
         if not any(finding.rule in SPEED_RULES for finding in lint.findings):
             slowest = slowest_stage(repeated, arguments.steps)
     return Decision(fraction, decided, lint, slowest)
-
-
-def _rate(count: int, seconds: float) -> float:
-    return count / seconds if seconds > 0 else float("inf")

@@ -16,6 +16,7 @@ from tfthroughput.diagnosis._batch_trial import (
     _Measured,
     _trial_runner,
 )
+from tfthroughput.diagnosis.trial_memory import to_mib
 
 Trial = Callable[[int], "float | None"]
 
@@ -30,16 +31,16 @@ class BatchSizeTrial:
         examples_per_second: Measured training throughput, or ``None`` when it did not fit.
         reason: Why it did not fit (the error's first line, or the memory ceiling that was
             exceeded); ``""`` when it fit.
-        memory_bytes: Memory the trial added to the process at its peak (peak RSS minus the
-            RSS it started from), in bytes; ``None`` when not measured (no
-            ``memory_limit_mib``, or a custom ``trial``).
+        memory_mib: Memory the trial added to the process at its peak (peak RSS minus the
+            RSS it started from), in MiB like ``memory_limit_mib``; ``None`` when not measured
+            (no ``memory_limit_mib``, or a custom ``trial``).
     """
 
     batch_size: int
     fits: bool
     examples_per_second: float | None
     reason: str = ""
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,13 @@ class BatchSizeSearch:
             "",
             f"{'batch size':>10}  {'examples/s':>12}",
         ]
-        measured = any(t.memory_bytes is not None for t in self.trials)
+        measured = any(t.memory_mib is not None for t in self.trials)
         if measured:
             lines[-1] += f"  {'added MiB':>9}"
         for trial in sorted(self.trials, key=lambda t: t.batch_size):
             memory = ""
             if measured:
-                memory = "" if trial.memory_bytes is None else f"{trial.memory_bytes / 2**20:,.1f}"
+                memory = "" if trial.memory_mib is None else f"{trial.memory_mib:,.1f}"
                 memory = f"  {memory:>9}"
             speed = (
                 f"{trial.examples_per_second:>12,.1f}{memory}"
@@ -179,11 +180,11 @@ def _try(trial: Trial, batch_size: int) -> BatchSizeTrial:
         speed = trial(batch_size)
     except (tf.errors.ResourceExhaustedError, MemoryError, _DoesNotFit) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        memory_bytes = getattr(error, "memory_bytes", None)
-        return BatchSizeTrial(batch_size, False, None, reason[:200], memory_bytes)
+        memory = to_mib(getattr(error, "memory_bytes", None))
+        return BatchSizeTrial(batch_size, False, None, reason[:200], memory)
     if isinstance(speed, _Measured):
         return BatchSizeTrial(
-            batch_size, True, speed.examples_per_second, memory_bytes=speed.memory_bytes
+            batch_size, True, speed.examples_per_second, memory_mib=to_mib(speed.memory_bytes)
         )
     if speed is None:
         return BatchSizeTrial(batch_size, False, None, "trial returned None")

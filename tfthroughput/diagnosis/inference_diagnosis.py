@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfthroughput.diagnosis._arguments import (
     DiagnosisArguments,
     check_diagnosis_arguments,
-    check_utilization,
+    probe_readings,
 )
 from tfthroughput.diagnosis._measurement import (
     Datasets,
@@ -206,11 +206,4 @@ def _timed_predict(
     if timer.seconds is None or timer.timed_from >= 2 * steps:
         raise RuntimeError(f"`predict` ran fewer than {2 * steps} batches, so no timing was taken.")
     seconds = timer.seconds * steps / (2 * steps - timer.timed_from)
-    if not readings:
-        return seconds, None, None
-    sm_activity = getattr(readings[0], "sm_activity", None)
-    return (
-        seconds,
-        check_utilization(readings[0]()),
-        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
-    )
+    return (seconds, *probe_readings(readings))

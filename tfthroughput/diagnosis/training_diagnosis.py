@@ -14,7 +14,7 @@ import tensorflow as tf
 from tfthroughput.diagnosis._arguments import (
     DiagnosisArguments,
     check_diagnosis_arguments,
-    check_utilization,
+    probe_readings,
 )
 from tfthroughput.diagnosis._measurement import (
     Datasets,
@@ -188,14 +188,7 @@ def _fit_round(
             clock=clock,
             on_measure_begin=None if utilization_probe is None else on_measure_begin,
         )
-    if not readings:
-        return seconds, None, None
-    sm_activity = getattr(readings[0], "sm_activity", None)
-    return (
-        seconds,
-        check_utilization(readings[0]()),
-        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
-    )
+    return (seconds, *probe_readings(readings))
 
 
 def _compute_dtype(model: keras.Model) -> str:

@@ -43,20 +43,6 @@ def check_builder(build_model: object) -> None:
         )
 
 
-def check_model(model: object) -> keras.Model:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`build_model` must return a compiled keras.Model. Received: {model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`build_model` must return a compiled keras.Model (call model.compile(...) inside "
-            f"it). Received: model={model.name!r}, not compiled"
-        )
-    return model
-
-
 def check_positive_seconds(name: str, value: object) -> float:
     expected = f"`{name}` must be a positive number of seconds. Received: {name}={value!r}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
