@@ -519,6 +519,41 @@ def test_sample_buffer_is_bounded(fake_nvml_dir):
     assert out in ([2, 3, 4], [3, 4, 5])  # a sixth sample may have come by the call
 
 
+@pytest.mark.parametrize("replay", ["0", "1"])
+def test_a_replaying_buffer_returns_seen_samples_again(fake_nvml_dir, replay):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()
+        reads = []
+        for last_seen in (0, origin, origin + 1):  # none, sample 0's timestamp, after it
+            try:
+                _, samples = pynvml.nvmlDeviceGetSamples(h, 1, last_seen)
+                reads.append([[s.timeStamp - origin, s.sampleValue.uiVal] for s in samples])
+            except pynvml.NVMLError as e:
+                reads.append(type(e).__name__)
+        print(json.dumps(reads))
+        """,
+        fake_nvml_dir,
+        # One sample a minute: only sample 0 exists during the test, whatever the machine's load.
+        env={
+            "FAKE_NVML_SAMPLES_GPU": "7",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "60000",
+            "FAKE_NVML_SAMPLES_REPLAY": replay,
+        },
+    )
+    if replay == "1":  # sample 0 again, its timestamp reused, however recent lastSeenTimeStamp
+        assert out == [[[0, 7]], [[0, 7]], [[0, 7]]]
+    else:
+        assert out == [[[0, 7]], "NVMLError_NotFound", "NVMLError_NotFound"]
+
+
 _ENERGY = """
 import json
 import time

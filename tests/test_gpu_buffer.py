@@ -96,6 +96,45 @@ def test_a_gpu_without_the_buffer_is_asked_once(fake_nvml_dir):
     assert out["supported"] is False
 
 
+# Reads GPU-Util samples of device 0 through a SampleBuffer, four times with pauses between.
+_REPLAYED_READS = """
+import time
+import pynvml
+from tfthroughput.hardware.nvml import nvml
+from tfthroughput.hardware.gpu_buffer import SampleBuffer
+
+nvml()
+handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+buffer = SampleBuffer(pynvml, handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
+reads = []
+for pause in (0.0, 0.3, 0.0, 0.3):
+    time.sleep(pause)
+    reads.append([value for _, value in buffer.read()])
+emit(reads)
+"""
+
+
+def test_samples_a_buffer_returns_again_are_dropped(fake_nvml_dir):
+    # A ring buffer that returns all it holds on every call (NVML does so when asked with a
+    # timestamp older than the buffer): each read repeats the samples of the reads before.
+    # Sample k has the value k (k < 200), so the reads together must be 0, 1, 2, ... once each.
+    out = run_json_with_fake_nvml(
+        _REPLAYED_READS,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_GPU": ",".join(str(k) for k in range(200)),
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "50",
+            "FAKE_NVML_SAMPLES_CAPACITY": "200",  # 10 s: the reads lose nothing to the ring
+            "FAKE_NVML_SAMPLES_REPLAY": "1",
+        },
+    )
+    seen = [value for read in out for value in read]
+    assert seen == [float(k) for k in range(len(seen))], out
+    first, after_pause, _, after_another = out
+    assert first[0] == 0.0
+    assert after_pause and after_another, out  # 0.3 s at 50 ms: new samples after each pause
+
+
 # A BufferedQuery over the point query of utilization: one buffer per selected metric.
 _QUERY = """
 import os
