@@ -68,21 +68,29 @@ class CostClock(FakeClock):
             self.now += seconds
 
 
-def charge_train_calls(model, clock: FakeClock, *, launch: float, per_step: float):
-    """Make every call of ``model``'s train function cost a known time on ``clock``.
+def charge_calls(model, clock: FakeClock, *, launch: float, per_step: float, kind: str = "train"):
+    """Make every call of ``model``'s train (or predict) function cost a known time on ``clock``.
 
-    Keras calls the train function once per ``steps_per_execution`` steps, so a call costs
-    ``launch`` (the fixed cost of a call) plus ``per_step`` for each step it runs: the shape of
-    a launch-bound or a compute-bound model, without timing the real one.
+    Keras calls the function once per ``steps_per_execution`` steps, so a call costs ``launch``
+    (the fixed cost of a call) plus ``per_step`` for each step it runs: the shape of a
+    launch-bound or a compute-bound model, without timing the real one.
+
+    Args:
+        model: A Keras model.
+        clock: The clock charged, the one given to the code under test.
+        launch: Seconds per call.
+        per_step: Seconds per step of a call.
+        kind: ``"train"`` or ``"predict"``.
 
     Returns:
-        ``model``, whose ``make_train_function`` now wraps what Keras builds.
+        ``model``, whose ``make_<kind>_function`` now wraps what Keras builds.
     """
-    make = model.make_train_function
+    make = getattr(model, f"make_{kind}_function")
+    attribute = f"{kind}_function"
 
     def make_charged(force=False):
         make(force)
-        inner = model.train_function
+        inner = getattr(model, attribute)
         if getattr(inner, "charged", False):
             return inner
 
@@ -91,8 +99,8 @@ def charge_train_calls(model, clock: FakeClock, *, launch: float, per_step: floa
             return inner(*args, **kwargs)
 
         charged.charged = True
-        model.train_function = charged
+        setattr(model, attribute, charged)
         return charged
 
-    model.make_train_function = make_charged
+    setattr(model, f"make_{kind}_function", make_charged)
     return model

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from fakes import CostClock, FakeSource, charge_train_calls
+from fakes import CostClock, FakeSource, charge_calls
 
 import tfthroughput
 from tfthroughput import build_pipeline, diagnose, recommend_precision
@@ -80,7 +80,7 @@ def test_slow_input_pipeline_is_input_bound():
         return x, y
 
     dataset = _tiny_dataset(batch=8).map(slow)
-    model = charge_train_calls(_tiny_model(), clock, launch=0.0, per_step=0.001)
+    model = charge_calls(_tiny_model(), clock, launch=0.0, per_step=0.001)
     report = diagnose(model, dataset, steps=16, repeats=1, clock=clock)
 
     assert report.verdict == INPUT_BOUND
@@ -142,7 +142,7 @@ def test_compute_heavy_model_on_in_memory_data_is_compute_bound():
     # 20 ms a step, and nothing for the cached input: the same cost in memory and fed by the
     # dataset, a fraction of exactly 0 (on a real clock, one run in six measured 0.12).
     clock = CostClock()
-    charge_train_calls(model, clock, launch=0.0, per_step=0.02)
+    charge_calls(model, clock, launch=0.0, per_step=0.02)
     report = diagnose(model, dataset, steps=4, repeats=2, clock=clock)
 
     assert report.verdict == COMPUTE_BOUND, str(report)

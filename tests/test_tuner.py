@@ -14,7 +14,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from fakes import CostClock, charge_train_calls
+from fakes import CostClock, charge_calls
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
@@ -52,7 +52,7 @@ def float32_policy():
 
 def charged_mlp(clock: CostClock, *, launch: float, per_step: float):
     """A builder of tiny MLPs whose train-function calls cost known times on ``clock``."""
-    return lambda: charge_train_calls(tiny_mlp(), clock, launch=launch, per_step=per_step)
+    return lambda: charge_calls(tiny_mlp(), clock, launch=launch, per_step=per_step)
 
 
 def test_launch_bound_tiny_model_gets_more_steps_per_execution_with_the_same_loss():
