@@ -57,9 +57,10 @@ buffer = SampleBuffer(pynvml, handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
 reads = []
 for pause in (0.0, 1.1, 0.0):
     time.sleep(pause)
+    before = clock()
     samples = buffer.read()
     now = clock()
-    reads.append({"samples": samples, "now_since_origin": now - origin})
+    reads.append({"samples": samples, "before": before - origin, "now_since_origin": now - origin})
 emit({"reads": reads, "supported": buffer.supported, "calls": lib.fakeNvmlUtilizationCallCount(0)})
 """
 
@@ -78,7 +79,10 @@ def test_a_buffer_returns_each_sample_once_with_its_age(fake_nvml_dir, clock):
     first, filled, again = out["reads"]
     assert first["samples"] == [[pytest.approx(first["samples"][0][0]), 100.0]]  # sample 0
     # After 1.1 s samples 0..5 exist; the buffer holds the newest 3, sample 0 was seen.
-    newest = int(filled["now_since_origin"] / 0.2)
+    # The read happened between `before` and `now`, and a sample period may end in between:
+    # the newest sample is the one its age points at, a sample taken by then.
+    newest = round((filled["now_since_origin"] - filled["samples"][-1][0]) / 0.2)
+    assert int(filled["before"] / 0.2) <= newest <= int(filled["now_since_origin"] / 0.2)
     assert newest >= 5
     ks = [newest - 2, newest - 1, newest]
     assert [value for _, value in filled["samples"]] == [100.0 if k % 5 == 0 else 0.0 for k in ks]

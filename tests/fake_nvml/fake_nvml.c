@@ -52,6 +52,9 @@
  *   FAKE_NVML_SAMPLES_PERIOD_MS    spacing of the samples (default 200).
  *   FAKE_NVML_SAMPLES_CAPACITY     samples a buffer holds; older ones are gone (default 100).
  *   FAKE_NVML_SAMPLES_CLOCK  "realtime" (default) or "boottime": the clock of the timestamps.
+ *   FAKE_NVML_SAMPLES_BACKDATE_MS  how long before the first nvmlInit* the buffers' origin lies
+ *                            (default 0): samples that exist at once, without a test sleeping
+ *                            for them (with a long period, none is added while it runs).
  *   FAKE_NVML_SAMPLES_REPLAY "1": every call returns the whole ring buffer, whatever its
  *                            lastSeenTimeStamp, so samples already returned come again with
  *                            the same timestamps (what NVML does when lastSeenTimeStamp is older
@@ -293,7 +296,9 @@ static void read_config(void) {
                                                                       : CLOCK_REALTIME;
     g_samples_replay = env_long("FAKE_NVML_SAMPLES_REPLAY", 0) == 1;
     if (g_init_count == 0) {
-        g_samples_origin_us = clock_us(g_samples_clock);
+        long backdate_ms = env_long("FAKE_NVML_SAMPLES_BACKDATE_MS", 0);
+        g_samples_origin_us = clock_us(g_samples_clock) -
+                              (unsigned long long)(backdate_ms > 0 ? backdate_ms : 0) * 1000ULL;
         g_energy_origin_us = clock_us(CLOCK_REALTIME);
     }
     g_energy_length = 0;
