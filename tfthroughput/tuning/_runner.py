@@ -21,6 +21,7 @@ from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memor
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
 from tfthroughput.precision.xla import _is_xla_failure
 from tfthroughput.tuning._arguments import check_model
+from tfthroughput.tuning.distribution import replica_failure
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -46,6 +47,9 @@ class _EpochSeconds(keras.callbacks.Callback):
 
 
 def _reason(error: BaseException) -> str:
+    known = replica_failure(error)
+    if known is not None:
+        return known
     lines = str(error).strip().splitlines()
     first = (lines[0] if lines else "")[:160]
     if _is_xla_failure(error):

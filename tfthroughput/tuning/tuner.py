@@ -6,6 +6,7 @@ function of the same name in the package's face once imported.)
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from tfthroughput.tuning._arguments import (
 from tfthroughput.tuning._devices import recommendation_here
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
+from tfthroughput.tuning.distribution import describe, find_strategy, in_scope, may_clear_session
 from tfthroughput.tuning.result import TuneResult
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
@@ -37,6 +39,7 @@ def tune(
     steps: int = 128,
     rounds: int = 3,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    strategy: Any | None = None,
     precision: PrecisionRecommendation | bool | None = None,
     pipeline: bool = True,
     xla: bool = True,
@@ -92,6 +95,12 @@ def tune(
             overrides a train batch hook and has no integer ``update_freq``) keeps
             ``steps_per_execution`` at 1; an integer ``update_freq`` bounds it. Defaults to
             ``None``.
+        strategy: A ``tf.distribute.Strategy`` (``MirroredStrategy``, ``OneDeviceStrategy``)
+            to build and train every trial's model under, so the knobs are measured as they
+            act there: ``batch_size`` (or the dataset's batch) is then the global batch, split
+            across the replicas, and the result's ``distribution`` gives the global and the
+            per-replica batch. Defaults to ``None``: the strategy whose scope ``tune`` is
+            called in, if any (``with strategy.scope(): tune(...)``); TensorFlow backend only.
         precision: ``None`` (default): what ``recommend_precision`` says for this machine's
             devices; a :class:`~tfthroughput.precision.PrecisionRecommendation` to use
             instead; ``False``: do not try a policy.
@@ -117,7 +126,8 @@ def tune(
     Raises:
         TypeError: If ``build_model`` is a model rather than a function, returns no compiled
             model, or ``data``/an argument has the wrong type.
-        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...).
+        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
+            ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
         RuntimeError: If the model as given cannot be trained.
 
     Example:
@@ -152,6 +162,7 @@ def tune(
     if not callable(clock):
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
     training = training_data(data, batch_size)
+    strategy = find_strategy(strategy)
     notes: list[str] = []
     bound = min(max_steps_per_execution, training.epoch_batches or max_steps_per_execution)
     bound = _callback_bound(callbacks, bound, notes)
@@ -189,19 +200,29 @@ def tune(
     _clear_session(policy_in_force)
     sampler = _gpu_sampler()
     try:
-        result = Search(build_model, training, settings, clock, GPUWindows(sampler)).run()
+        scoped = in_scope(build_model, strategy)
+        result = Search(scoped, training, settings, clock, GPUWindows(sampler)).run()
     finally:
         if sampler is not None:
             sampler.stop()
         _clear_session(policy_in_force)
+    result = describe(result, strategy, lambda: _examples_per_step(training))
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result
 
 
+def _examples_per_step(training: Any) -> int:
+    x, _ = training.first_batch()
+    return int(keras.tree.flatten(x)[0].shape[0])
+
+
 def _clear_session(policy: Any) -> None:
     """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    keras.backend.clear_session()
+    if may_clear_session():
+        keras.backend.clear_session()
+    else:
+        gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
     keras.config.set_dtype_policy(policy)
 
 
