@@ -157,3 +157,16 @@ def test_strategies_that_span_hosts_are_refused():
 
 def test_without_a_strategy_none_is_used():
     assert find_strategy(None) is None
+    assert find_strategy(tf.distribute.get_strategy()) is None  # the default one
+
+
+def test_one_device_strategy_is_used_and_told_in_the_singular():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert find_strategy(strategy) is strategy
+    with strategy.scope():
+        assert find_strategy(None) is strategy
+    only_the_baseline = dict(max_steps_per_execution=1, xla=False, pipeline=False, precision=False)
+    result = tune(build, DATA, batch_size=16, strategy=strategy, steps=4, **only_the_baseline)
+    assert str(result.distribution) == (
+        "OneDeviceStrategy over 1 replica: global batch 16 (16 per replica)"
+    )

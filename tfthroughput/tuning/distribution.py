@@ -98,7 +98,8 @@ class TuneDistribution:
         }
 
     def __str__(self) -> str:
-        text = f"{self.strategy} over {self.replicas} replicas: "
+        replicas = "1 replica" if self.replicas == 1 else f"{self.replicas} replicas"
+        text = f"{self.strategy} over {replicas}: "
         text += self.batch(self.baseline_batch_size)
         if self.chosen_batch_size != self.baseline_batch_size:
             text += f"; chosen: {self.batch(self.chosen_batch_size)}"
@@ -140,6 +141,8 @@ def find_strategy(strategy: object) -> Any | None:
             "`strategy` must be a tf.distribute.Strategy (e.g. tf.distribute.MirroredStrategy()) "
             f"or None. Received: strategy={strategy!r}"
         )
+    if strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy():
+        return None  # the default strategy: one device, as without a strategy
     spanning = (
         tf.distribute.MultiWorkerMirroredStrategy,
         tf.distribute.experimental.ParameterServerStrategy,

@@ -3,8 +3,8 @@
 The contract: ``FUNCTION`` takes no arguments and returns either a dict of
 :func:`tfthroughput.tune`'s arguments, with at least ``build_model`` and ``data`` (and, for
 arrays or an unbatched dataset, ``batch_size``; ``callbacks``, ``precision`` and ``strategy``
-may be given too), or a tuple ``(build_model, data)`` or ``(build_model, data, batch_size)``. ``MODULE`` is
-an importable module name (``my_project.train``) or the path of a Python file
+may be given too), or a tuple ``(build_model, data)`` or ``(build_model, data, batch_size)``.
+``MODULE`` is an importable module name (``my_project.train``) or the path of a Python file
 (``train.py``); the current folder is searched first.
 """
 
