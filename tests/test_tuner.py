@@ -16,8 +16,8 @@ import pytest
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
+from tfthroughput.tuning._settings import _callback_bound
 from tfthroughput.tuning.result import BASELINE, FAILED, FASTER
-from tfthroughput.tuning.tuner import _callback_bound
 
 QUICK = {"steps": 32, "rounds": 3, "precision": False, "time_budget": 120}
 

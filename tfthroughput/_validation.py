@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import sys
 import tempfile
 
 
@@ -44,6 +45,45 @@ def check_positive_int(
     if value <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     return int(value)
+
+
+def check_dataset(name: str, value: object) -> None:
+    """Check that ``value`` is a ``tf.data.Dataset``, without importing TensorFlow.
+
+    A dataset can only exist once the caller has imported TensorFlow, so this module (imported
+    by rooms that run without TensorFlow) reads it from ``sys.modules``.
+
+    Raises:
+        TypeError: If it is not a dataset, naming the argument, the value and its type.
+
+    Example:
+        >>> check_dataset("dataset", [1, 2])
+        Traceback (most recent call last):
+        ...
+        TypeError: `dataset` must be a tf.data.Dataset. Received: dataset=[1, 2] of type list
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(value, tf.data.Dataset):
+        raise TypeError(
+            f"`{name}` must be a tf.data.Dataset. Received: {name}={value!r} "
+            f"of type {type(value).__name__}"
+        )
+
+
+def check_callable(name: str, value: object) -> None:
+    """Check that ``value`` can be called (a clock, a factory).
+
+    Raises:
+        TypeError: If it cannot, naming the argument and the value.
+
+    Example:
+        >>> check_callable("clock", 1.5)
+        Traceback (most recent call last):
+        ...
+        TypeError: `clock` must be callable. Received: clock=1.5
+    """
+    if not callable(value):
+        raise TypeError(f"`{name}` must be callable. Received: {name}={value!r}")
 
 
 def check_bool(name: str, value: object) -> bool:

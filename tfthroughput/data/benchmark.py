@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -123,20 +123,28 @@ def benchmark_dataset(
         >>> result.num_batches, result.num_elements
         (8, 64)
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    dataset = _checked_dataset(dataset, num_batches)
+    return _timed_iteration(dataset, batched, clock)
+
+
+def _checked_dataset(dataset: object, num_batches: object) -> tf.data.Dataset:
+    """``dataset`` cut to ``num_batches``; an infinite one needs that count."""
+    check_dataset("dataset", dataset)
     check_positive_int("num_batches", num_batches, allow_none=True)
     if num_batches is not None:
-        dataset = dataset.take(num_batches)
-    elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+        return dataset.take(num_batches)
+    if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
         raise ValueError(
             "`dataset` is infinite (it repeats forever), so `num_batches` must be given. "
             "Received: num_batches=None"
         )
+    return dataset
 
+
+def _timed_iteration(
+    dataset: tf.data.Dataset, batched: bool, clock: Callable[[], float]
+) -> DatasetBenchmark:
+    """One pass over ``dataset``, timed from the iterator's creation to the last batch."""
     # The clock is read as each batch arrives (only at the first and the last when the count
     # is known in advance), and the loop stops at the last batch without asking for more.
     cardinality = int(dataset.cardinality())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from tfthroughput._validation import check_dataset
 from tfthroughput.data._graph import DatasetGraph
 from tfthroughput.data._lint_checks import CHECKS, LintFinding
 from tfthroughput.data._ops import INTERLEAVE_OPS
@@ -93,11 +94,7 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
         >>> lint_pipeline(tf.data.Dataset.range(100).map(jitter).cache().batch(10)).rules
         ('sequential-map', 'cache-after-random')
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     graph = DatasetGraph(dataset)
     findings: list[LintFinding] = []
     for check in CHECKS:
