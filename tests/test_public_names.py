@@ -36,6 +36,14 @@ PINNED = {
         "stopped_by_budget",
         "pipeline_kwargs",
         "notes",
+        "distribution",
+    ),
+    "TuneDistribution": (
+        "strategy",
+        "replicas",
+        "devices",
+        "baseline_batch_size",
+        "chosen_batch_size",
     ),
     "TuneSetup": ("steps_per_execution", "jit_compile", "policy", "pipeline", "batch_size"),
     "TuneTrial": (
@@ -63,6 +71,7 @@ PINNED = {
         "steps",
         "rounds",
         "callbacks",
+        "strategy",
         "precision",
         "pipeline",
         "xla",

@@ -27,6 +27,11 @@ WORKLOAD = textwrap.dedent(
     def as_tuple():
         return build, "data", 8
 
+    def under_strategy():
+        import tensorflow as tf
+
+        return {**as_dict(), "strategy": tf.distribute.OneDeviceStrategy("/cpu:0")}
+
     def wrong():
         return build
     """
@@ -69,6 +74,16 @@ def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, c
     assert printed.splitlines()[0].startswith("setting")
     assert "as given: steps_per_execution=1" in printed and "chosen:" in printed
     assert json.loads(out.read_text())["baseline"]["batch_size"] == 8
+
+
+def test_a_workload_may_give_the_strategy_to_tune_under(workload_file, tmp_path, capsys):
+    pytest.importorskip("tensorflow")
+    out = tmp_path / "tune.json"
+    arguments = ["--budget", "2", "--steps", "8", "--json", str(out)]
+    assert main(["tune", f"{workload_file}:under_strategy", *arguments]) == 0
+    printed = capsys.readouterr().out
+    assert "strategy: OneDeviceStrategy over 1 replica: global batch 8 (8 per replica)" in printed
+    assert json.loads(out.read_text())["distribution"]["replicas"] == 1
 
 
 def test_a_bad_workload_is_one_line_on_stderr(capsys):

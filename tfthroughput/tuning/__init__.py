@@ -2,7 +2,8 @@
 
 ``tune`` (also at the top level) measures ``steps_per_execution``, XLA, the dtype policy, the
 input pipeline and, if allowed, the batch size on fresh copies of a model, against the model
-as given, and returns a :class:`TuneResult`. Names resolve lazily (PEP 562).
+as given (under a ``tf.distribute`` strategy where one is given or in scope: the result's
+:class:`TuneDistribution`), and returns a :class:`TuneResult`. Names resolve lazily (PEP 562).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from tfthroughput._lazy import lazy_exports
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "LossCheck": "tfthroughput.tuning.loss_check",
+    "TuneDistribution": "tfthroughput.tuning.distribution",
     "TuneResult": "tfthroughput.tuning.result",
     "TuneSetup": "tfthroughput.tuning.setup",
     "TuneTrial": "tfthroughput.tuning.result",

@@ -6,6 +6,7 @@ function of the same name in the package's face once imported.)
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning.distribution import describe, in_scope, may_clear_session
 from tfthroughput.tuning.result import TuneResult
 
 
@@ -29,6 +31,7 @@ def tune(
     steps: int = 128,
     rounds: int = 3,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    strategy: Any | None = None,
     precision: PrecisionRecommendation | bool | None = None,
     pipeline: bool = True,
     xla: bool = True,
@@ -62,6 +65,11 @@ def tune(
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
         callbacks: The callbacks you train with: one that needs every batch's hook keeps
             ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
+        strategy: A ``tf.distribute.Strategy`` (``MirroredStrategy``, ``OneDeviceStrategy``)
+            every trial's model is built and trained under; ``batch_size`` (or the dataset's
+            batch) is then the global batch, and the result's ``distribution`` gives it per
+            replica too. Defaults to ``None``: the strategy whose scope ``tune`` is called in,
+            if any. TensorFlow backend only.
         precision: ``None`` (default): ``recommend_precision()`` here; a
             ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
         pipeline: Whether the input pipeline may be tried. Defaults to ``True``.
@@ -80,7 +88,8 @@ def tune(
     Raises:
         TypeError: If ``build_model`` is no function returning a compiled model, or an
             argument has the wrong type.
-        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...).
+        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
+            ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
         RuntimeError: If the model as given cannot be trained.
 
     Example:
@@ -89,6 +98,7 @@ def tune(
     arguments = TuneArguments(**locals())  # checked on creation: tuning/_arguments.py
     settings = search_settings(arguments)
     result = _search(arguments, settings)
+    result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
     if arguments.log_dir is not None:
         result.write_to_tensorboard(arguments.log_dir)
     return result
@@ -101,7 +111,7 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
     sampler = _gpu_sampler()
     try:
         search = Search(
-            arguments.build_model,
+            in_scope(arguments.build_model, arguments.strategy),
             arguments.training,
             settings,
             arguments.clock,
@@ -114,9 +124,17 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
         _clear_session(policy_in_force)
 
 
+def _examples_per_step(training: Any) -> int:
+    x, _ = training.first_batch()
+    return int(keras.tree.flatten(x)[0].shape[0])
+
+
 def _clear_session(policy: Any) -> None:
     """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    keras.backend.clear_session()
+    if may_clear_session():
+        keras.backend.clear_session()
+    else:
+        gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
     keras.config.set_dtype_policy(policy)
 
 
