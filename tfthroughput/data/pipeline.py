@@ -32,6 +32,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfthroughput.data.description import PipelineDescription, _record
+from tfthroughput.data.device_augmentation import plan_device_work, transfer_fields
 from tfthroughput.data.guards import (
     _check_arguments,
     _check_batchable,
@@ -52,6 +53,7 @@ def build_pipeline(
     preprocess_fn: Callable[..., Any] | None = None,
     augment_fn: Callable[..., Any] | None = None,
     batch_fn: Callable[..., Any] | None = None,
+    augment_on: str = "cpu",
     cache: bool | str | os.PathLike[str] = False,
     shuffle_buffer: int | None = None,
     repeat: bool | int = False,
@@ -93,6 +95,13 @@ def build_pipeline(
             the shuffle, so each epoch sees new draws. It must return the same structure it
             receives, e.g. ``(image, label) -> (image, label)``.
         batch_fn: Work on whole batches (vectorised, e.g. normalisation), after ``batch``.
+        augment_on: Where ``augment_fn`` and ``batch_fn`` run. ``"cpu"`` (default): in the
+            pipeline, as above. ``"device"``: once per batch inside the training step, on the
+            accelerator, where a :class:`~tfthroughput.data.DeviceAugmented` model applies
+            them (``augment_fn`` in training steps only, ``batch_fn`` in every step); the
+            pipeline then ends at ``batch`` and ships what ``preprocess_fn`` made (keep images
+            ``uint8`` there: a quarter of the bytes of ``float32``). Both functions then take
+            whole batches, and ``augment_fn`` must draw its random values per example.
         cache: ``False`` (default): no cache. ``True``: cache in memory. A path: cache in
             files with that prefix (TensorFlow writes ``<path>.index`` and ``<path>_*.data*``;
             an existing complete cache there is read instead of the source, on later builds
@@ -180,6 +189,12 @@ def build_pipeline(
         repeat=repeat,
     )
     cache_path = _check_cache(cache)
+    # augment_on="device" (data/device_augmentation.py): the functions leave the pipeline.
+    device_work = plan_device_work(
+        augment_on, augment_fn=augment_fn, batch_fn=batch_fn, batch_size=batch_size
+    )
+    if device_work is not None:
+        augment_fn = batch_fn = None
     # tf.data service (data/service.py): checked here, applied before the batch or the prefetch.
     service_stage = plan_service_stage(
         service,
@@ -267,7 +282,10 @@ def build_pipeline(
     dataset = steps.dataset.with_options(
         _options(deterministic, ram_budget_mib, threadpool_size, parallel_reads)
     )
-    _record(dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages)))
+    transfer = transfer_fields(dataset, batch_size, device_work)
+    _record(
+        dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
+    )
     return dataset
 
 
