@@ -58,7 +58,7 @@ class DeviceAugmented(keras.Model):
         ...     batch_size=64,
         ... )
         >>> trainer = DeviceAugmented(model, ds)  # doctest: +SKIP
-        >>> trainer.compile(optimizer="adam", loss="sparse_categorical_crossentropy")  # doctest: +SKIP
+        >>> trainer.compile(optimizer="adam", loss="mse")  # doctest: +SKIP
         >>> trainer.fit(ds, epochs=10)  # doctest: +SKIP
         >>> model.save("model.keras")  # doctest: +SKIP
     """
