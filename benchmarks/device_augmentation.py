@@ -25,7 +25,8 @@ iterated: the host's share, which is all that stays on the host when a GPU runs 
 host-to-device bytes per example (``describe_pipeline``'s bytes per batch / batch size).
 
 Run: ``python benchmarks/device_augmentation.py [--images 1024] [--size 192] [--out 160]
-[--batch-size 64] [--epochs 3] [--repeats 5]``
+[--batch-size 64] [--epochs 3] [--repeats 5] [--host-threads N] [--jit]``; on a GPU machine
+``benchmarks/gpu_device_augmentation.py`` runs it there.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def make_augment_batch(out):
     return augment_batch
 
 
-def make_model(out, batch_size, trainer_for=None):
+def make_model(out, jit_compile, trainer_for=None):
     model = keras.Sequential(
         [
             keras.Input((out, out, 3)),
@@ -100,7 +101,9 @@ def make_model(out, batch_size, trainer_for=None):
     )
     trainer = model if trainer_for is None else DeviceAugmented(model, trainer_for)
     trainer.compile(
-        optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer="sgd",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
     )
     return trainer
 
@@ -162,13 +165,26 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs per fit")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--host-threads",
+        type=int,
+        default=None,
+        help="the pipelines' private threadpool (few host cores per GPU); default: shared pool",
+    )
+    parser.add_argument("--jit", action="store_true", help="compile the steps with XLA")
     args = parser.parse_args(argv)
     # Other processes on the same cores move every figure; the load says how much.
     print(f"CPU cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f} at the start")
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (args.images, args.size, args.size, 3), dtype=np.uint8)
     labels = rng.integers(0, NUM_CLASSES, args.images)
-    common = dict(cache=True, shuffle_buffer=args.images, repeat=True, batch_size=args.batch_size)
+    common = dict(
+        cache=True,
+        shuffle_buffer=args.images,
+        repeat=True,
+        batch_size=args.batch_size,
+        threadpool_size=args.host_threads,
+    )
     sides = {
         "cpu": build_pipeline(
             (images, labels), augment_fn=make_augment_example(args.out), **common
@@ -199,7 +215,8 @@ def main(argv=None):
     runs = {name: [] for name in sides}
     for repeat in range(args.repeats):
         for name, dataset in sides.items():
-            trainer = make_model(args.out, args.batch_size, dataset if name == "device" else None)
+            device = dataset if name == "device" else None
+            trainer = make_model(args.out, args.jit, device)
             epochs = fit(dataset, trainer, args.epochs, steps)
             runs[name].extend(epochs)
         print(
@@ -222,8 +239,8 @@ def main(argv=None):
     ratio = rates["device"] / rates["cpu"]
     print(
         f"SUMMARY device augmentation: {ratio:.2f}x the examples/s of per-example augmentation "
-        f"on the CPU ({rates['device']:.0f} vs {rates['cpu']:.0f}; {args.size} px -> {args.out} px, "
-        f"batch {args.batch_size}; target >= 1.5); CPU s per 1000 examples "
+        f"on the CPU ({rates['device']:.0f} vs {rates['cpu']:.0f}; {args.size} px -> "
+        f"{args.out} px, batch {args.batch_size}; target >= 1.5); CPU s per 1000 examples "
         f"{cpus['device']:.2f} vs {cpus['cpu']:.2f}, left on the host with a GPU "
         f"{1000 * host['device']:.2f} vs {1000 * host['cpu']:.2f}; "
         f"load average {os.getloadavg()[0]:.2f}"
