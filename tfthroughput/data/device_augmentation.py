@@ -170,6 +170,32 @@ def transfer_fields(
     return transfer
 
 
+# How to rebuild a pipeline without its CPU augmentation, for datasets built with one:
+# diagnose times that pipeline alone to tell what moving the augmentation would free.
+_WITHOUT_AUGMENTATION: weakref.WeakKeyDictionary[tf.data.Dataset, Callable[[], tf.data.Dataset]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def record_cpu_augmentation(
+    dataset: tf.data.Dataset, rebuild_without: Callable[[], tf.data.Dataset]
+) -> None:
+    """Note that ``dataset`` augments on the CPU, and how to build it without ``augment_fn``."""
+    _WITHOUT_AUGMENTATION[dataset] = rebuild_without
+
+
+def without_augmentation(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
+    """The same pipeline without its per-example ``augment_fn``, built anew; ``None`` if
+    ``dataset`` was not built by ``build_pipeline`` with an ``augment_fn`` on the CPU.
+
+    Raises:
+        Whatever ``build_pipeline`` raises for the same arguments (e.g. a file cache in a
+        folder removed since).
+    """
+    rebuild = _WITHOUT_AUGMENTATION.get(dataset)
+    return None if rebuild is None else rebuild()
+
+
 def _call(fn: Callable[..., Any] | None, data: Any) -> Any:
     """Call ``fn`` as ``tf.data``'s ``map`` does: a tuple element is unpacked into arguments."""
     if fn is None:

@@ -32,7 +32,11 @@ from typing import Any
 import tensorflow as tf
 
 from tfthroughput.data.description import PipelineDescription, _record
-from tfthroughput.data.device_augmentation import plan_device_work, transfer_fields
+from tfthroughput.data.device_augmentation import (
+    plan_device_work,
+    record_cpu_augmentation,
+    transfer_fields,
+)
 from tfthroughput.data.guards import (
     _check_arguments,
     _check_batchable,
@@ -171,6 +175,7 @@ def build_pipeline(
         ... )
         >>> print(describe_pipeline(ds))  # doctest: +SKIP
     """
+    arguments = dict(locals())  # for the rebuild without augmentation that diagnose times
     _check_arguments(
         functions={
             "read_fn": read_fn,
@@ -283,6 +288,10 @@ def build_pipeline(
         _options(deterministic, ram_budget_mib, threadpool_size, parallel_reads)
     )
     transfer = transfer_fields(dataset, batch_size, device_work)
+    if augment_fn is not None:  # on the CPU (data/device_augmentation.py)
+        record_cpu_augmentation(
+            dataset, lambda: build_pipeline(**{**arguments, "augment_fn": None})
+        )
     _record(
         dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
     )

@@ -18,6 +18,7 @@ from tfthroughput.diagnosis._arguments import check_model, check_precision, chec
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
 from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis.augmentation_advice import device_augmentation_advice
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
 from tfthroughput.diagnosis.recommendations import SPEED_RULES, recommendations
 from tfthroughput.diagnosis.verdict import (
@@ -230,6 +231,17 @@ def diagnose(
     if decided in (INPUT_BOUND, BALANCED) and input_rate < compute_rate and lint is not None:
         if not any(finding.rule in SPEED_RULES for finding in lint.findings):
             slowest = slowest_stage(repeated, steps)
+    # A CPU-bound augment_fn: the pipeline timed without it (diagnosis/augmentation_advice.py).
+    moved = device_augmentation_advice(
+        dataset,
+        verdict=decided,
+        input_rate=input_rate,
+        compute_rate=compute_rate,
+        steps=steps,
+        repeats=repeats,
+        clock=clock,
+        accelerator=bool(tf.config.list_logical_devices("GPU")),
+    )
     return DiagnosisReport(
         batch_size=batch_size,
         steps=steps,
@@ -253,7 +265,8 @@ def diagnose(
             slowest_stage=slowest,
             precision=precision,
             sm_activity=sm_activity,
-        ),
+        )
+        + moved,
         gpu_utilization_percent=gpu_utilization,
         thresholds=thresholds,
         sm_activity_percent=sm_activity,
