@@ -121,6 +121,19 @@ def test_training_moves_the_wrapped_models_weights(trained):
     assert len(history.history["loss"]) == 2
 
 
+def test_batches_unlike_the_pipelines_are_refused(trained):
+    _, _, _, trainer, *_ = trained
+    floats = tf.data.Dataset.from_tensor_slices((FLOATS, LABELS)).batch(16)
+    with pytest.raises(ValueError) as caught:
+        trainer.evaluate(floats, verbose=0)
+    assert str(caught.value) == (
+        "`data` for evaluation or prediction must be batches like the ones the pipeline built "
+        "with augment_on=\"device\" ships (('uint8[None, 6, 6, 3]', 'int64[None]')), since its "
+        "device work (batch_fn) runs on them; call the wrapped model for data prepared "
+        "otherwise. Received: a batch of ('float32[None, 6, 6, 3]', 'int64[None]')"
+    )
+
+
 def test_bad_arguments_are_refused():
     dataset = build_pipeline(
         (IMAGES, LABELS), batch_fn=_normalise, augment_on="device", batch_size=16

@@ -55,11 +55,38 @@ class DeviceWork:
 
     def train(self, data: Any) -> Any:
         """A training batch after the device work: ``augment_fn``, then ``batch_fn``."""
-        return self.infer(_call(self.augment_fn, data))
+        self.check_batch(data, "training")
+        return _call(self.batch_fn, _call(self.augment_fn, data))
 
     def infer(self, data: Any) -> Any:
         """An evaluation or prediction batch after the device work: ``batch_fn`` only."""
+        self.check_batch(data, "evaluation or prediction")
         return _call(self.batch_fn, data)
+
+    def check_batch(self, data: Any, where: str) -> None:
+        """Refuse batches unlike the ones the pipeline ships (checked once, while traced).
+
+        A batch already augmented or normalised (a pipeline built with ``augment_on="cpu"``
+        passed as ``validation_data``, say) would otherwise be normalised a second time.
+
+        Raises:
+            ValueError: If the structure or a dtype differs from :attr:`shipped_spec`.
+        """
+        if self.shipped_spec is None:
+            return
+        expected = _dtypes(self.shipped_spec)
+        try:
+            received = _dtypes(data)
+            tf.nest.assert_same_structure(expected, received)
+        except (ValueError, TypeError, AttributeError):
+            received = None
+        if received is None or tf.nest.flatten(received) != tf.nest.flatten(expected):
+            raise ValueError(
+                f"`data` for {where} must be batches like the ones the pipeline built with "
+                f'augment_on="device" ships ({_shapes(self.shipped_spec)}), since its device '
+                "work (batch_fn) runs on them; call the wrapped model for data prepared "
+                f"otherwise. Received: a batch of {_shapes(data)}"
+            )
 
 
 def plan_device_work(
@@ -280,6 +307,10 @@ def _check_random(fn: Callable[..., Any], first: Any, second: Any) -> None:
         "example (shape [batch, ...]), e.g. with keras.layers.RandomFlip or "
         f"tf.random.uniform([batch_size, 1, 1, 1]). Received: augment_fn={fn!r}"
     )
+
+
+def _dtypes(data: Any) -> Any:
+    return tf.nest.map_structure(lambda t: tf.as_dtype(t.dtype).name, data)
 
 
 def _first_line(error: Exception) -> str:
