@@ -136,5 +136,6 @@ def test_augment_on_arguments_are_checked():
         '`augment_on="device"` runs the work on whole'
     )
     assert "neither was given" in _error(augment_fn=None, batch_fn=None)
+    assert _error(augment_on=True).endswith("Received: augment_on=True")
     with pytest.raises(TypeError, match="Received: dataset=3"):
         device_work_of(3)

@@ -99,10 +99,15 @@ def plan_device_work(
     """Check ``augment_on`` and say what moves to the training step (``None``: nothing).
 
     Raises:
+        TypeError: If ``augment_on`` is not a string.
         ValueError: If ``augment_on`` is not ``"cpu"`` or ``"device"``, or ``"device"`` is
             asked for without a ``batch_size`` or without an ``augment_fn`` or ``batch_fn``.
     """
-    if not isinstance(augment_on, str) or augment_on not in AUGMENT_ON:
+    if not isinstance(augment_on, str):
+        raise TypeError(
+            f'`augment_on` must be "cpu" or "device". Received: augment_on={augment_on!r}'
+        )
+    if augment_on not in AUGMENT_ON:
         raise ValueError(
             f'`augment_on` must be "cpu" or "device". Received: augment_on={augment_on!r}'
         )
