@@ -202,30 +202,38 @@ def transfer_fields(
     return transfer
 
 
-# How to rebuild a pipeline without its CPU augmentation, for datasets built with one:
-# diagnose times that pipeline alone to tell what moving the augmentation would free.
-_WITHOUT_AUGMENTATION: weakref.WeakKeyDictionary[tf.data.Dataset, Callable[[], tf.data.Dataset]] = (
+# How to rebuild a pipeline that augments on the CPU with other arguments: diagnose times it
+# without the augmentation, tune tries it with augment_on="device".
+_REBUILDS: weakref.WeakKeyDictionary[tf.data.Dataset, Callable[..., tf.data.Dataset]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def record_cpu_augmentation(
-    dataset: tf.data.Dataset, rebuild_without: Callable[[], tf.data.Dataset]
+    dataset: tf.data.Dataset, rebuild: Callable[..., tf.data.Dataset]
 ) -> None:
-    """Note that ``dataset`` augments on the CPU, and how to build it without ``augment_fn``."""
-    _WITHOUT_AUGMENTATION[dataset] = rebuild_without
+    """Note that ``dataset`` augments on the CPU; ``rebuild(**changes)`` builds it anew with
+    ``build_pipeline``'s arguments changed."""
+    _REBUILDS[dataset] = rebuild
+
+
+def rebuilt(dataset: tf.data.Dataset, **changes: Any) -> tf.data.Dataset | None:
+    """The pipeline ``build_pipeline`` made, built anew with ``changes`` to its arguments (e.g.
+    ``augment_fn=None``, or ``augment_on="device"``); ``None`` if ``dataset`` was not built by
+    ``build_pipeline`` with an ``augment_fn`` on the CPU.
+
+    Raises:
+        Whatever ``build_pipeline`` raises for the changed arguments (e.g. a function that
+        cannot run on batches, refused for ``augment_on="device"``).
+    """
+    rebuild = _REBUILDS.get(dataset)
+    return None if rebuild is None else rebuild(**changes)
 
 
 def without_augmentation(dataset: tf.data.Dataset) -> tf.data.Dataset | None:
-    """The same pipeline without its per-example ``augment_fn``, built anew; ``None`` if
-    ``dataset`` was not built by ``build_pipeline`` with an ``augment_fn`` on the CPU.
-
-    Raises:
-        Whatever ``build_pipeline`` raises for the same arguments (e.g. a file cache in a
-        folder removed since).
-    """
-    rebuild = _WITHOUT_AUGMENTATION.get(dataset)
-    return None if rebuild is None else rebuild()
+    """The same pipeline without its per-example ``augment_fn``, built anew (see
+    :func:`rebuilt`)."""
+    return rebuilt(dataset, augment_fn=None)
 
 
 def _call(fn: Callable[..., Any] | None, data: Any) -> Any:

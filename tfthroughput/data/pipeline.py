@@ -290,7 +290,7 @@ def build_pipeline(
     transfer = transfer_fields(dataset, batch_size, device_work)
     if augment_fn is not None:  # on the CPU (data/device_augmentation.py)
         record_cpu_augmentation(
-            dataset, lambda: build_pipeline(**{**arguments, "augment_fn": None})
+            dataset, lambda **changes: build_pipeline(**{**arguments, **changes})
         )
     _record(
         dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
