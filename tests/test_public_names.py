@@ -38,7 +38,14 @@ PINNED = {
         "pipeline_kwargs",
         "notes",
     ),
-    "TuneSetup": ("steps_per_execution", "jit_compile", "policy", "pipeline", "batch_size"),
+    "TuneSetup": (
+        "steps_per_execution",
+        "jit_compile",
+        "policy",
+        "pipeline",
+        "batch_size",
+        "augment_on_device",
+    ),
     "TuneTrial": (
         "setup",
         "label",
