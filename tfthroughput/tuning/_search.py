@@ -113,7 +113,8 @@ class Search(TrialRunner):
     def _device_augmentation_knob(self) -> None:
         dataset, why_not = _device_augmentation.device_dataset(self._data, self._best[0].batch_size)
         if dataset is None:
-            self._notes.append(f"augmentation in the training step not tried: {why_not}")
+            if why_not:
+                self._notes.append(f"augmentation in the training step not tried: {why_not}")
             return
         self._notes.append(
             "augmentation in the training step tried: the pipeline's augment_fn per batch in "

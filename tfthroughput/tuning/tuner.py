@@ -52,7 +52,9 @@ def tune(
     The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
     best setup so far, on fresh models from the same seed: the input pipeline (TensorFlow
     only, and only where the input is the limit: diagnose's input-bound fraction from a
-    compute-only probe, or a ``lint_pipeline`` finding), ``steps_per_execution`` (a doubling
+    compute-only probe, or a ``lint_pipeline`` finding; where that fraction says the input is
+    the limit, a ``build_pipeline`` dataset's CPU ``augment_fn`` is also tried per batch in the
+    training step, ``augment_on="device"``), ``steps_per_execution`` (a doubling
     search, once with XLA as compiled and once with XLA flipped, since XLA can help at one
     value and hurt at another), the dtype policy :func:`tfthroughput.recommend_precision`
     recommends (where it differs from the one in force), and, with ``allow_batch_change``,
@@ -69,7 +71,8 @@ def tune(
     The math: every trial starts from the same initial weights and sees the same examples in
     the same order; the mean loss of its warm-up is compared with the baseline's.
     ``steps_per_execution`` and the rebuilt pipeline must match it within ``1e-5``
-    (relative); XLA, the policy and the batch size change the arithmetic and may differ by
+    (relative); XLA, the policy, the batch size and augmentation in the training step (a new
+    random stream) change the arithmetic and may differ by
     ``loss_tolerance``; beyond it the trial is rejected.
 
     Args:
