@@ -80,12 +80,9 @@ def build_pipeline(
         preprocess_fn: Deterministic per-example work, before the cache (runs once).
         augment_fn: Random per-example work, after the cache and the shuffle (new draws).
         batch_fn: Vectorised work on whole batches, after ``batch``.
-        augment_on: ``"cpu"`` (default): ``augment_fn`` and ``batch_fn`` run in the pipeline.
-            ``"device"``: once per batch in the training step, where a
-            :class:`~tfthroughput.data.DeviceAugmented` model applies them (``augment_fn`` in
-            training only); the pipeline ends at ``batch`` and ships what ``preprocess_fn``
-            made (``uint8`` images: a quarter of ``float32``'s bytes). Both functions then take
-            whole batches, and ``augment_fn`` draws its random values per example.
+        augment_on: ``"cpu"`` (default), or ``"device"``: ``augment_fn`` and ``batch_fn`` run
+            per batch in the training step (:class:`~tfthroughput.data.DeviceAugmented`), and
+            the pipeline ships what ``preprocess_fn`` made (``uint8`` images, say).
         cache: ``False`` (default): none. ``True``: in memory. A path: files with that prefix
             (an existing complete cache there is read instead of the source).
         shuffle_buffer: Examples in the shuffle buffer; ``None`` (default): no shuffle.
@@ -106,9 +103,8 @@ def build_pipeline(
         TypeError: If an argument has the wrong type, or a function returns ``None``.
         ValueError: If a count is not positive, a file is missing, a cache cannot go where
             asked, ``augment_fn`` changes the structure, shapes to batch are unknown,
-            ``service`` is malformed or combined with an option it cannot honour,
-            ``augment_on`` is unknown, or (``"device"``) a function cannot run on a batch, or
-            ``augment_fn`` is not random or draws one value for the whole batch.
+            ``service`` is malformed or combined with an option it cannot honour, or a function
+            for ``augment_on="device"`` cannot run on batches or is not random per example.
         DataServiceUnavailable: If no dispatcher with a worker answers at ``service``.
 
     Example:
@@ -122,14 +118,25 @@ def build_pipeline(
     _add_example_stages(steps, arguments)
     _add_batch_stages(steps, arguments)
     dataset = steps.dataset.with_options(_options(arguments))
-    # augment_on (data/device_augmentation.py): the work left to the step, the bytes shipped.
+    _record_built(dataset, arguments, given, source_text, steps)
+    return dataset
+
+
+def _record_built(
+    dataset: tf.data.Dataset,
+    arguments: _PipelineArguments,
+    given: dict[str, Any],
+    source_text: str,
+    steps: _PipelineSteps,
+) -> None:
+    """Record the description (with the bytes shipped and the work left to the training step)
+    and, for a CPU augmentation, how to rebuild the pipeline (data/device_augmentation.py)."""
     transfer = transfer_fields(dataset, arguments.batch_size, arguments.device_work)
     if arguments.cpu_augment_fn is not None:
         record_cpu_augmentation(dataset, lambda **changes: build_pipeline(**{**given, **changes}))
     _record(
         dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
     )
-    return dataset
 
 
 def _read_source(arguments: _PipelineArguments) -> tuple[_PipelineSteps, str]:
