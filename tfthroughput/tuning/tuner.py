@@ -46,7 +46,9 @@ def tune(
 
     The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
     best setup so far, on fresh models from the same seed: the input pipeline (TensorFlow
-    only, where the input is the limit), ``steps_per_execution`` (a doubling search, with XLA
+    only, where the input is the limit; there, too, a ``build_pipeline`` dataset's CPU
+    ``augment_fn`` per batch in the training step, ``augment_on="device"``),
+    ``steps_per_execution`` (a doubling search, with XLA
     as compiled and flipped), the dtype policy :func:`tfthroughput.recommend_precision`
     recommends, and, with ``allow_batch_change``, batch sizes 2x and 4x. Every trial warms up
     once, then runs ``rounds`` timed runs alternated with the baseline's; it is ``"faster"``
