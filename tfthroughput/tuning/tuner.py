@@ -44,17 +44,13 @@ def tune(
 ) -> TuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
-    The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
-    best setup so far, on fresh models from the same seed: the input pipeline (TensorFlow
-    only, where the input is the limit; there, too, a ``build_pipeline`` dataset's CPU
-    ``augment_fn`` per batch in the training step, ``augment_on="device"``),
-    ``steps_per_execution`` (a doubling search, with XLA
-    as compiled and flipped), the dtype policy :func:`tfthroughput.recommend_precision`
-    recommends, and, with ``allow_batch_change``, batch sizes 2x and 4x. Every trial warms up
-    once, then runs ``rounds`` timed runs alternated with the baseline's; it is ``"faster"``
-    only when its lowest per-round ratio exceeds ``1 + noise`` (the baseline's own spread, at
-    least 3 %). Its warm-up's mean loss must match the baseline's (within ``1e-5``, or
-    ``loss_tolerance`` for knobs that change the arithmetic). The docs' page "Tune" tells more.
+    The baseline is the model exactly as ``build_model`` compiles it; then, each on top of the
+    best setup so far, on fresh models from the same seed: the input pipeline (where the input
+    is the limit; with a CPU ``augment_fn``, also ``augment_on="device"``), a doubling
+    ``steps_per_execution`` search (XLA as compiled and flipped), the recommended dtype policy,
+    and with ``allow_batch_change`` batch sizes 2x and 4x. A trial is ``"faster"`` only when its
+    lowest ratio over ``rounds`` alternated runs beats ``1 + noise``, with the baseline's loss
+    (within ``1e-5``, or ``loss_tolerance`` where the arithmetic changes). See the page "Tune".
 
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
@@ -67,11 +63,9 @@ def tune(
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
         callbacks: The callbacks you train with: one that needs every batch's hook keeps
             ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
-        strategy: A ``tf.distribute.Strategy`` (``MirroredStrategy``, ``OneDeviceStrategy``)
-            every trial's model is built and trained under; ``batch_size`` (or the dataset's
-            batch) is then the global batch, and the result's ``distribution`` gives it per
-            replica too. Defaults to ``None``: the strategy whose scope ``tune`` is called in,
-            if any. TensorFlow backend only.
+        strategy: A ``tf.distribute.Strategy`` every trial is built and trained under (the
+            batch is then global; the result's ``distribution`` gives it per replica).
+            Defaults to ``None``: the scope ``tune`` is called in, if any. TensorFlow only.
         precision: ``None`` (default): ``recommend_precision()`` here; a
             ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
         pipeline: Whether the input pipeline may be tried. Defaults to ``True``.
