@@ -23,8 +23,23 @@ from tfthroughput.tuning._arguments import (
 from tfthroughput.tuning._devices import recommendation_here
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
+from tfthroughput.tuning.inference_result import InferenceTuneResult
+from tfthroughput.tuning.inference_tuner import check_mode, inference_notes, tune_inference
 from tfthroughput.tuning.result import TuneResult
 
+# tune's arguments that inference mode takes as they are.
+_SHARED_WITH_INFERENCE = (
+    "batch_size",
+    "time_budget",
+    "steps",
+    "rounds",
+    "precision",
+    "xla",
+    "max_steps_per_execution",
+    "seed",
+    "log_dir",
+    "clock",
+)
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
@@ -46,7 +61,10 @@ def tune(
     seed: int = 0,
     log_dir: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
-) -> TuneResult:
+    mode: str = "training",
+    max_batch_latency_ms: float | None = None,
+    output_tolerance: float | None = None,
+) -> TuneResult | InferenceTuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
     The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
@@ -109,10 +127,23 @@ def tune(
         log_dir: Where to write the table to TensorBoard's Text tab (the run it concerns).
             Defaults to ``None``: not written.
         clock: Seconds clock. Defaults to ``time.perf_counter``.
+        mode: ``"training"`` (the above), or ``"inference"``: tune ``model.predict`` instead,
+            on ``data`` as ``predict`` takes it (inputs only): the batch size (doubling),
+            ``jit_compile``, ``steps_per_execution`` and the policy, judged on examples/s,
+            per-batch latency and the outputs; see ``docs/tuning.md`` and
+            :func:`tfthroughput.tuning.inference_tuner.tune_inference`. ``callbacks``,
+            ``allow_batch_change`` and ``loss_tolerance`` are training's only.
+        max_batch_latency_ms: Inference only: the largest p95 latency of one batch, in
+            milliseconds. Defaults to ``None``: no limit.
+        output_tolerance: Inference only: the largest output difference, relative to the
+            largest output, for knobs that change the arithmetic. Defaults to ``None``:
+            ``0.02``.
 
     Returns:
         A frozen :class:`~tfthroughput.tuning.TuneResult`: ``print`` it for the table;
         ``compile_kwargs``, ``apply(model)``, ``pipeline_kwargs`` and ``snippet`` apply it.
+        In inference mode an :class:`~tfthroughput.tuning.InferenceTuneResult`, with
+        ``predict_kwargs`` too.
 
     Raises:
         TypeError: If ``build_model`` is a model rather than a function, returns no compiled
@@ -129,6 +160,16 @@ def tune(
         >>> print(result)  # doctest: +SKIP
         >>> model.compile("sgd", "mse", **result.compile_kwargs)  # doctest: +SKIP
     """
+    given = {**locals()}
+    if check_mode(mode, given):
+        return tune_inference(
+            build_model,
+            data,
+            **{k: given[k] for k in _SHARED_WITH_INFERENCE},
+            max_batch_latency_ms=max_batch_latency_ms,
+            output_tolerance=output_tolerance,
+            notes=inference_notes(pipeline),
+        )
     check_builder(build_model)
     time_budget = check_positive_seconds("time_budget", time_budget)
     check_positive_int("steps", steps)

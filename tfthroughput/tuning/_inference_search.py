@@ -1,0 +1,340 @@
+"""The order in which ``tune(..., mode="inference")`` tries the knobs of ``predict``.
+
+1. The baseline: ``predict`` exactly as given (its batch size, default 32).
+2. The batch size, doubling (free at inference: no learning dynamics), each measured
+   with the same examples per timed run. The line stops at a failure (out of memory), at
+   the first batch whose p95 latency exceeds ``max_batch_latency_ms``, at outputs beyond the
+   tolerance, at the examples available or 128x the given batch, or after two doublings in
+   a row that gain less than the noise floor (3 %) over the line's best.
+3. XLA flipped (``jit_compile`` the other way), on the best setup so far.
+4. ``steps_per_execution``, doubling from twice the model's own, on the best so far.
+5. The dtype policy ``recommend_precision`` recommends, if it is not the one in force.
+
+Each trial is measured against the baseline in alternated rounds (the tuning room's
+``compare``); before each round both take a few single-batch latency samples.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import keras
+
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED
+from tfthroughput.tuning._inference_data import InferenceData
+from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, compare
+from tfthroughput.tuning._predict_runner import PredictRunner
+from tfthroughput.tuning._runner import TrialFailed
+from tfthroughput.tuning._status import (
+    BASELINE,
+    FAILED,
+    FASTER,
+    NOT_FASTER,
+    OUTPUTS_DIFFER,
+    OVER_LATENCY,
+    SLOWER,
+)
+from tfthroughput.tuning.inference_result import InferenceTrial, InferenceTuneResult
+from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
+from tfthroughput.tuning.setup import TuneSetup
+
+_PATIENCE = 2  # doublings in a row without a gain before a line stops
+_MAX_BATCH_FACTOR = 128
+_LATENCY_SAMPLES = 8  # single-batch calls per runner per round
+_BUDGET_MARGIN = 1.25
+_MIN_RUN_SECONDS = 0.1  # as for training: shorter runs measure the scheduler
+_MAX_LENGTHENING = 64
+# Fewest batches in a timed run (its first execution is not timed), and so the fewest a large
+# batch gets; arrays are repeated to fill a run, so this times the data's memory at most.
+_MIN_BATCHES = 4
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    steps: int
+    rounds: int
+    time_budget: float
+    output_tolerance: float
+    seed: int
+    max_steps_per_execution: int
+    max_batch_latency_ms: float | None
+    policy: str | None  # the recommended policy to try, or None
+    try_xla: bool
+    notes: tuple[str, ...]
+
+
+class InferenceSearch:
+    """One search; :meth:`run` returns the :class:`InferenceTuneResult`.
+
+    ``runner`` makes each trial's runner (:class:`PredictRunner`'s signature); tests give
+    one with known costs.
+    """
+
+    def __init__(
+        self,
+        build_model: Callable[[], keras.Model],
+        data: InferenceData,
+        settings: InferenceSettings,
+        clock: Callable[[], float],
+        gpu: GPUWindows,
+        runner: Callable[..., PredictRunner] = PredictRunner,
+    ) -> None:
+        self._build_model, self._data, self._settings = build_model, data, settings
+        self._clock, self._gpu, self._runner = clock, gpu, runner
+        self._start = clock()
+        self._costs: list[float] = []
+        self._trials: list[InferenceTrial] = []
+        self._notes = list(settings.notes)
+        self._stopped = False
+        self._baseline_speeds: list[float] = []
+        self._best: tuple[TuneSetup, Comparison | None] | None = None
+
+    def run(self) -> InferenceTuneResult:
+        self._measure_baseline()
+        try:
+            self._batch_line()
+            if self._settings.try_xla:
+                best = self._best[0]
+                self._try(best.with_(jit_compile=not best.jit_compile))
+            self._steps_per_execution_line()
+            policy = self._settings.policy
+            if policy is not None and policy != self._base_setup.policy:
+                self._try(self._best[0].with_(policy=policy))
+        finally:
+            self._base.close()
+        chosen = self._best[0]
+        self._trials[0] = replace(
+            self._trials[0],
+            examples_per_second=statistics.median(self._baseline_speeds or [0.0]) or None,
+            ratio=1.0 if self._baseline_speeds else None,
+            latency_p50_ms=self._base.latency_ms(0.5),
+            latency_p95_ms=self._base.latency_ms(0.95),
+        )
+        return InferenceTuneResult(
+            baseline=self._base_setup,
+            chosen=chosen,
+            trials=tuple(self._trials),
+            seconds=self._clock() - self._start,
+            time_budget=self._settings.time_budget,
+            stopped_by_budget=self._stopped,
+            max_batch_latency_ms=self._settings.max_batch_latency_ms,
+            notes=tuple(self._notes + self._chosen_notes(chosen)),
+        )
+
+    # ------------------------------------------------------------------------- the knobs
+
+    def _batch_line(self) -> None:
+        if self._data.kind == BATCHED:
+            self._notes.append(
+                "batch size not tried: the dataset is already batched (pass it unbatched, "
+                "with batch_size, to let tune try larger batches)"
+            )
+            return
+        given = self._data.batch_size
+        bound = given * _MAX_BATCH_FACTOR
+        if self._data.kind == ARRAYS and self._data.examples < bound:
+            bound = self._data.examples
+            self._notes.append(f"batch size bounded by the {bound} examples in the data")
+        limit = self._settings.max_batch_latency_ms
+        if limit is not None:
+            self._base.sample_latency(_LATENCY_SAMPLES)
+            if self._base.latency_ms(0.95) > limit:
+                self._notes.append(
+                    f"batch size not raised: the given batch's p95 latency "
+                    f"({self._base.latency_ms(0.95):.2f} ms) already exceeds the limit "
+                    f"({limit:g} ms)"
+                )
+                return
+        size, line_best, misses = given * 2, 1.0, 0
+        while size <= bound and misses < _PATIENCE:
+            trial = self._try(self._best[0].with_(batch_size=size))
+            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER):
+                return
+            if trial.status == OVER_LATENCY:
+                self._notes.append(
+                    f"batch size bounded by the latency limit: {size} takes "
+                    f"{trial.latency_p95_ms:.2f} ms per batch (p95), over {limit:g} ms"
+                )
+                return
+            if trial.ratio > line_best * (1.0 + MIN_NOISE):
+                line_best, misses = trial.ratio, 0
+            else:
+                misses += 1
+            size *= 2
+
+    def _steps_per_execution_line(self) -> None:
+        current = self._best[0]
+        batches = self._timed_batches(current)
+        bound = min(self._settings.max_steps_per_execution, max(1, batches // 2))
+        spe = self._base_setup.steps_per_execution * 2
+        line_best = self._best[1].ratio if self._best[1] else 1.0
+        misses = 0
+        while spe <= bound and misses < _PATIENCE:
+            trial = self._try(current.with_(steps_per_execution=spe))
+            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER, OVER_LATENCY):
+                return
+            if trial.ratio > line_best * (1.0 + MIN_NOISE):
+                line_best, misses = trial.ratio, 0
+            else:
+                misses += 1
+            spe *= 2
+
+    # ------------------------------------------------------------------------ the trials
+
+    def _measure_baseline(self) -> None:
+        start = self._clock()
+        steps = self._settings.steps
+        runner = self._runner(
+            None,
+            self._build_model,
+            self._data,
+            steps=steps,
+            warmup_steps=steps,
+            seed=self._settings.seed,
+            clock=self._clock,
+        )
+        try:
+            runner.start(user_model_errors=True)
+        except TrialFailed as error:
+            raise RuntimeError(
+                f"`predict` fails on the model as given, so there is nothing to tune: {error}"
+            ) from error
+        fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
+        if runner.steps < fewest:
+            runner.set_steps(fewest)
+        while runner.run() < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
+            runner.set_steps(runner.steps * 2)
+        self._base, self._base_setup = runner, runner.setup
+        self._examples_per_run = runner.steps * runner.examples_per_step
+        self._best = (runner.setup, None)
+        self._costs.append(self._clock() - start)
+        self._trials.append(
+            InferenceTrial(
+                runner.setup,
+                "as given: " + _describe(runner.setup),
+                BASELINE,
+                warmup_seconds=runner.warmup_seconds,
+                memory_bytes=runner.memory_bytes,
+                reason="; ".join(runner.notes),
+            )
+        )
+
+    def _timed_batches(self, setup: TuneSetup) -> int:
+        """Batches per timed run: the baseline's examples per run, at ``setup``'s batch."""
+        if setup.batch_size is None or self._base_setup.batch_size is None:
+            return self._base.steps
+        return max(1, self._examples_per_run // setup.batch_size)
+
+    def _out_of_time(self) -> bool:
+        elapsed = self._clock() - self._start
+        if elapsed + _BUDGET_MARGIN * max(self._costs[-3:]) > self._settings.time_budget:
+            self._stopped = True
+        return self._stopped
+
+    def _try(self, setup: TuneSetup) -> InferenceTrial | None:
+        if self._out_of_time():
+            return None
+        start = self._clock()
+        batches = max(self._timed_batches(setup), 2 * setup.steps_per_execution, _MIN_BATCHES)
+        runner = self._runner(
+            setup,
+            self._build_model,
+            self._data,
+            steps=batches,
+            warmup_steps=max(batches // 4, setup.steps_per_execution, 1),
+            seed=self._settings.seed,
+            clock=self._clock,
+        )
+        label = setup.changes_from(self._base_setup)
+
+        def sample_latencies() -> None:
+            self._base.sample_latency(_LATENCY_SAMPLES)
+            runner.sample_latency(_LATENCY_SAMPLES)
+
+        try:
+            runner.start()
+            comparison = compare(
+                self._base, runner, self._settings.rounds, self._gpu, before_round=sample_latencies
+            )
+        except TrialFailed as error:
+            trial = InferenceTrial(setup, label, FAILED, reason=str(error))
+            comparison = None
+        else:
+            trial = self._judge(setup, label, runner, comparison)
+            self._baseline_speeds += comparison.baseline_speeds
+        finally:
+            runner.close()
+            gc.collect()
+        self._costs.append(self._clock() - start)
+        self._trials.append(trial)
+        if trial.status == FASTER and (
+            self._best[1] is None or comparison.ratio > self._best[1].ratio
+        ):
+            self._best = (setup, comparison)
+        return trial
+
+    def _judge(self, setup, label, runner, comparison) -> InferenceTrial:
+        base = self._base_setup
+        same = (setup.batch_size, setup.jit_compile, setup.policy) == (
+            base.batch_size,
+            base.jit_compile,
+            base.policy,
+        )
+        check = compare_outputs(
+            self._base.outputs,
+            runner.outputs,
+            same_arithmetic=same,
+            tolerance=EXACT_OUTPUT_TOLERANCE if same else self._settings.output_tolerance,
+        )
+        p95 = runner.latency_ms(0.95)
+        limit = self._settings.max_batch_latency_ms
+        if not check.passed:
+            status = OUTPUTS_DIFFER
+        elif limit is not None and p95 is not None and p95 > limit:
+            status = OVER_LATENCY
+        elif comparison.faster:
+            status = FASTER
+        elif comparison.ratio_high < 1.0 - comparison.noise:
+            status = SLOWER
+        else:
+            status = NOT_FASTER
+        return InferenceTrial(
+            setup,
+            label,
+            status,
+            examples_per_second=comparison.examples_per_second,
+            ratio=comparison.ratio,
+            ratio_low=comparison.ratio_low,
+            ratio_high=comparison.ratio_high,
+            noise=comparison.noise,
+            rounds_won=comparison.rounds_won,
+            latency_p50_ms=runner.latency_ms(0.5),
+            latency_p95_ms=p95,
+            warmup_seconds=runner.warmup_seconds,
+            memory_bytes=runner.memory_bytes,
+            gpu_utilization=comparison.gpu_utilization,
+            sm_activity=comparison.sm_activity,
+            output_check=check,
+            reason="; ".join(runner.notes),
+        )
+
+    def _chosen_notes(self, chosen: TuneSetup) -> list[str]:
+        notes = []
+        if chosen.batch_size != self._base_setup.batch_size:
+            notes.append(
+                f"predict with batch_size={chosen.batch_size} (from "
+                f"{self._base_setup.batch_size}): each batch waits for more examples, so a "
+                "server that batches requests adds that wait to their latency"
+            )
+        if chosen.policy != self._base_setup.policy:
+            notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        return notes
+
+
+def _describe(setup: TuneSetup) -> str:
+    batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
+    xla = "on" if setup.jit_compile else "off"
+    return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
