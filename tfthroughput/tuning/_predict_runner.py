@@ -13,6 +13,7 @@ so it leaves that figure unchanged.
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -167,8 +168,10 @@ class PredictRunner:
         self._feed = self._data.feed(self.setup.batch_size, steps)
 
     def close(self) -> None:
+        """Drop the model and collect it, so the next trial has its memory."""
         self.model = None
         self._batch = self._feed = None
+        gc.collect()
 
     def _build(self) -> None:
         keras.utils.set_random_seed(self._seed)
