@@ -13,6 +13,7 @@ import keras
 
 from tfthroughput._validation import check_positive_int
 from tfthroughput.tuning._arguments import check_builder, check_fraction, check_positive_seconds
+from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
 from tfthroughput.tuning._inference_data import inference_data
 from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
@@ -93,8 +94,6 @@ def tune_inference(
     Returns:
         A frozen :class:`~tfthroughput.tuning.InferenceTuneResult`.
     """
-    from tfthroughput.tuning.tuner import _clear_session, _gpu_sampler, _policy_to_try
-
     check_builder(build_model)
     time_budget = check_positive_seconds("time_budget", time_budget)
     for name, value in (("steps", steps), ("rounds", rounds)):
@@ -119,7 +118,7 @@ def tune_inference(
         raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
     given = inference_data(data, batch_size)
     notes = list(notes)
-    policy = _policy_to_try(precision, notes)
+    policy = policy_to_try(precision, notes)
     if xla and keras.backend.backend() == "jax":
         xla = False
         notes.append("XLA not flipped: JAX compiles predict with XLA already")
@@ -136,14 +135,14 @@ def tune_inference(
         notes=tuple(notes),
     )
     policy_in_force = keras.config.dtype_policy()
-    _clear_session(policy_in_force)
-    sampler = _gpu_sampler()
+    clear_session(policy_in_force)
+    sampler = gpu_sampler()
     try:
         result = InferenceSearch(build_model, given, settings, clock, GPUWindows(sampler)).run()
     finally:
         if sampler is not None:
             sampler.stop()
-        _clear_session(policy_in_force)
+        clear_session(policy_in_force)
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result

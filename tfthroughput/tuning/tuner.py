@@ -20,7 +20,7 @@ from tfthroughput.tuning._arguments import (
     check_positive_seconds,
     training_data,
 )
-from tfthroughput.tuning._devices import recommendation_here
+from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning.inference_result import InferenceTuneResult
@@ -200,7 +200,7 @@ def tune(
         notes.append(
             f"steps_per_execution bounded by the epoch length ({training.epoch_batches} batches)"
         )
-    policy = _policy_to_try(precision, notes)
+    policy = policy_to_try(precision, notes)
     if xla and keras.backend.backend() == "jax":
         xla = False
         notes.append(
@@ -227,23 +227,17 @@ def tune(
         notes=tuple(notes),
     )
     policy_in_force = keras.config.dtype_policy()
-    _clear_session(policy_in_force)
-    sampler = _gpu_sampler()
+    clear_session(policy_in_force)
+    sampler = gpu_sampler()
     try:
         result = Search(build_model, training, settings, clock, GPUWindows(sampler)).run()
     finally:
         if sampler is not None:
             sampler.stop()
-        _clear_session(policy_in_force)
+        clear_session(policy_in_force)
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result
-
-
-def _clear_session(policy: Any) -> None:
-    """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    keras.backend.clear_session()
-    keras.config.set_dtype_policy(policy)
 
 
 def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:
@@ -273,34 +267,3 @@ def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:
                 "its batch hook every " + ("batch" if limit == 1 else f"{limit} batches")
             )
     return bound
-
-
-def _policy_to_try(precision: object, notes: list[str]) -> str | None:
-    if precision is False:
-        return None
-    if precision is None or precision is True:
-        precision = recommendation_here()
-    if not isinstance(precision, PrecisionRecommendation):
-        raise TypeError(
-            "`precision` must be None, False or a PrecisionRecommendation (from "
-            f"recommend_precision). Received: precision={precision!r}"
-        )
-    current = keras.config.dtype_policy().name
-    if precision.policy in (current, "float32"):
-        notes.append(
-            f"dtype policy not tried: recommend_precision says {precision.policy} "
-            f"({precision.policy_reason})"
-        )
-        return None
-    return precision.policy
-
-
-def _gpu_sampler() -> Any:
-    """A started sampler of GPU-Util and SM activity, or ``None`` without a GPU."""
-    from tfthroughput.hardware.discovery import discover_sources
-    from tfthroughput.hardware.sampler import Sampler
-
-    discovery = discover_sources(["utilization_percent", "sm_activity_percent"], host=False)
-    if not discovery.sources:
-        return None
-    return Sampler(discovery.sources, interval=0.05).start()
