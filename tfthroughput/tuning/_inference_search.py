@@ -114,8 +114,8 @@ class InferenceSearch:
         chosen = self._best[0]
         self._trials[0] = replace(
             self._trials[0],
-            examples_per_second=statistics.median(self._baseline_speeds or [0.0]) or None,
-            ratio=1.0 if self._baseline_speeds else None,
+            examples_per_second=statistics.median(self._baseline_speeds or [self._first_speed]),
+            ratio=1.0,
             latency_p50_ms=self._base.latency_ms(0.5),
             latency_p95_ms=self._base.latency_ms(0.95),
         )
@@ -211,8 +211,12 @@ class InferenceSearch:
         fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
         if runner.steps < fewest:
             runner.set_steps(fewest)
-        while runner.run() < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
+        seconds = runner.run()
+        while seconds < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
             runner.set_steps(runner.steps * 2)
+            seconds = runner.run()
+        # Its own speed, shown if no candidate runs; the rounds' median replaces it.
+        self._first_speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
         self._base, self._base_setup = runner, runner.setup
         self._examples_per_run = runner.steps * runner.examples_per_step
         self._best = (runner.setup, None)
