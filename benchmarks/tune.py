@@ -15,8 +15,8 @@ search's own measurement.
 Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled models:
 
 - predict launch-bound: the same 32-64-1 MLP, `predict` at its default batch 32;
-- predict compute-bound: a 2048-8192-1 MLP at batch 256 (about 8.6 GFLOP a batch), where
-  nothing should help.
+- predict compute-bound: a 1024-4096-1 MLP at batch 1024 on 2,048 examples (about 8.6 GFLOP
+  a batch; the batch can only double once), where nothing should help.
 
 For each: the search, then the baseline and the chosen setup rebuilt and timed by plain
 `model.predict(x, batch_size=...)` calls over `--predict-examples` examples (what a batch job
@@ -101,7 +101,7 @@ def predict_launch_bound():
 
 
 def predict_compute_bound():
-    return (lambda: predict_mlp(2048, (8192,))), arrays(4096, 2048)[0], 256
+    return (lambda: predict_mlp(1024, (4096,))), arrays(2048, 1024)[0], 1024
 
 
 # name -> (workload, batches of the baseline's timed run in tune)
@@ -137,6 +137,8 @@ def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: i
 
 def run_inference(args, ratios: dict) -> None:
     for name, (make, steps) in PREDICT_WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
         build, x, batch_size = make()
         start = time.perf_counter()
         result = tune(
@@ -198,12 +200,15 @@ def main() -> None:
     parser.add_argument(
         "--predict-examples", type=int, default=65536, help="examples per timed predict call"
     )
+    parser.add_argument("--only", default=None, help="run the workloads whose name has this")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     ratios = {}
     if args.mode in ("inference", "both"):
         run_inference(args, ratios)
     for name, (make, steps) in WORKLOADS.items() if args.mode != "inference" else ():
+        if args.only and args.only not in name:
+            continue
         build, data, batch_size = make()
         start = time.perf_counter()
         result = tune(build, data, batch_size=batch_size, time_budget=args.budget, steps=steps)

@@ -48,7 +48,7 @@ from tfthroughput.tuning.setup import TuneSetup
 
 _PATIENCE = 2  # doublings in a row without a gain before a line stops
 _MAX_BATCH_FACTOR = 128
-_LATENCY_SAMPLES = 8  # single-batch calls per runner per round
+_LATENCY_SAMPLES = 5  # single-batch calls per runner per round
 _BUDGET_MARGIN = 1.25
 _MIN_RUN_SECONDS = 0.1  # as for training: shorter runs measure the scheduler
 _MAX_LENGTHENING = 64
