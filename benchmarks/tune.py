@@ -104,10 +104,11 @@ def predict_compute_bound():
     return (lambda: predict_mlp(1024, (4096,))), arrays(2048, 1024)[0], 1024
 
 
-# name -> (workload, batches of the baseline's timed run in tune)
+# name -> (workload, batches of the baseline's timed run in tune, examples per timed predict
+# call of the side-by-side check, as a fraction of --predict-examples)
 PREDICT_WORKLOADS = {
-    "predict launch-bound": (predict_launch_bound, 128),
-    "predict compute-bound": (predict_compute_bound, 4),
+    "predict launch-bound": (predict_launch_bound, 128, 1),
+    "predict compute-bound": (predict_compute_bound, 4, 1 / 8),
 }
 
 
@@ -136,7 +137,7 @@ def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: i
 
 
 def run_inference(args, ratios: dict) -> None:
-    for name, (make, steps) in PREDICT_WORKLOADS.items():
+    for name, (make, steps, share) in PREDICT_WORKLOADS.items():
         if args.only and args.only not in name:
             continue
         build, x, batch_size = make()
@@ -148,15 +149,16 @@ def run_inference(args, ratios: dict) -> None:
         trials = len(result.trials)
         print(f"\n=== {name}: tune(mode='inference') took {search:.1f} s ({trials} trials)")
         print(result)
+        examples = int(args.predict_examples * share)
         base, tuned, ratio, rounds = predict_side_by_side(
-            build, x, batch_size, result, args.predict_examples, args.repeats
+            build, x, batch_size, result, examples, args.repeats
         )
         ratios[name] = ratio
         print(
             f"{name}: baseline predict {base:,.0f} examples/s, tuned "
             f"({result.chosen.changes_from(result.baseline)}) {tuned:,.0f} examples/s: "
             f"{ratio:.2f}x [{min(rounds):.2f}-{max(rounds):.2f}] over {args.repeats} alternated "
-            f"predict calls of {args.predict_examples} examples; search's own "
+            f"predict calls of {examples} examples; search's own "
             f"{result.speedup:.2f}x; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
