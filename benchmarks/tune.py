@@ -16,7 +16,8 @@ Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled mod
 
 - predict launch-bound: the same 32-64-1 MLP, `predict` at its default batch 32;
 - predict compute-bound: a 1024-4096-1 MLP at batch 1024 on 2,048 examples (about 8.6 GFLOP
-  a batch; the batch can only double once), where nothing should help.
+  a batch; the batch can only double once), in float32 (`precision=False`: on a CPU with
+  AVX512-BF16 the recommended bfloat16 does help it, about 2x), where nothing should help.
 
 For each: the search, then the baseline and the chosen setup rebuilt and timed by plain
 `model.predict(x, batch_size=...)` calls over `--predict-examples` examples (what a batch job
@@ -105,10 +106,10 @@ def predict_compute_bound():
 
 
 # name -> (workload, batches of the baseline's timed run in tune, examples per timed predict
-# call of the side-by-side check, as a fraction of --predict-examples)
+# call of the side-by-side check as a fraction of --predict-examples, tune's precision)
 PREDICT_WORKLOADS = {
-    "predict launch-bound": (predict_launch_bound, 128, 1),
-    "predict compute-bound": (predict_compute_bound, 4, 1 / 8),
+    "predict launch-bound": (predict_launch_bound, 128, 1, None),
+    "predict compute-bound float32": (predict_compute_bound, 4, 1 / 8, False),
 }
 
 
@@ -137,13 +138,19 @@ def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: i
 
 
 def run_inference(args, ratios: dict) -> None:
-    for name, (make, steps, share) in PREDICT_WORKLOADS.items():
+    for name, (make, steps, share, precision) in PREDICT_WORKLOADS.items():
         if args.only and args.only not in name:
             continue
         build, x, batch_size = make()
         start = time.perf_counter()
         result = tune(
-            build, x, mode="inference", batch_size=batch_size, time_budget=args.budget, steps=steps
+            build,
+            x,
+            mode="inference",
+            batch_size=batch_size,
+            time_budget=args.budget,
+            steps=steps,
+            precision=precision,
         )
         search = time.perf_counter() - start
         trials = len(result.trials)

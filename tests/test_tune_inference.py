@@ -332,3 +332,39 @@ def test_bad_arguments_name_the_argument():
         tune(build, x, mode="inference", batch_size=128)
     with pytest.raises(TypeError, match=r"`build_model` must return a keras.Model"):
         tune(lambda: "model.keras", x, mode="inference", time_budget=5)
+
+
+@pytest.mark.tensorflow
+def test_a_batched_dataset_keeps_its_batches_and_a_known_cost_model_keeps_the_baseline(
+    float32_policy,
+):
+    import tensorflow as tf
+
+    clock = CostClock()
+    # Cost per example only: no knob changes it, so nothing may beat the baseline.
+    build = known_cost_builder(clock, launch=0.0, per_example=0.001)
+    x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16)
+
+    result = tune(
+        build,
+        dataset,
+        mode="inference",
+        steps=8,
+        rounds=2,
+        time_budget=1e6,
+        precision=False,
+        clock=clock,
+    )
+
+    assert [(t.label, t.status) for t in result.trials] == [
+        ("as given: steps_per_execution=1, XLA off, float32", BASELINE),
+        ("XLA on", FAILED),
+        ("steps_per_execution=2", NOT_FASTER),
+        ("steps_per_execution=4", NOT_FASTER),
+    ]
+    assert result.trials[0].examples_per_second == pytest.approx(1000.0)
+    assert result.trials[0].latency_p50_ms == pytest.approx(16.0)  # 16 examples, 1 ms each
+    assert not result.improved and result.predict_kwargs == {}
+    assert result.notes[1].startswith("batch size not tried: the dataset is already batched")
+    assert "nothing beat it outside the noise" in str(result)

@@ -37,6 +37,9 @@ _MAX_LENGTHENING = 64
 # Fewest batches in a timed run (its first execution is not timed), and so the fewest a large
 # batch gets; arrays are repeated to fill a run, so this times the data's memory at most.
 _MIN_BATCHES = 4
+# Executions of the warm-up predict: tracing (and XLA compilation) happen in the first; the
+# timed runs skip their own first execution too.
+_WARMUP_EXECUTIONS = 2
 
 
 @dataclass(frozen=True)
@@ -88,23 +91,23 @@ class InferenceTrials:
             self._build_model,
             self._data,
             steps=steps,
-            warmup_steps=steps,
+            warmup_steps=_WARMUP_EXECUTIONS,
             seed=self._settings.seed,
             clock=self._clock,
         )
         try:
             runner.start(user_model_errors=True)
+            fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
+            if runner.steps < fewest:
+                runner.set_steps(fewest)
+            seconds = runner.run()
+            while seconds < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
+                runner.set_steps(runner.steps * 2)
+                seconds = runner.run()
         except TrialFailed as error:
             raise RuntimeError(
                 f"`predict` fails on the model as given, so there is nothing to tune: {error}"
             ) from error
-        fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
-        if runner.steps < fewest:
-            runner.set_steps(fewest)
-        seconds = runner.run()
-        while seconds < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
-            runner.set_steps(runner.steps * 2)
-            seconds = runner.run()
         # Its own speed, shown if no candidate runs; the rounds' median replaces it.
         self._first_speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
         self._base, self._base_setup = runner, runner.setup
@@ -145,7 +148,7 @@ class InferenceTrials:
             self._build_model,
             self._data,
             steps=batches,
-            warmup_steps=max(batches // 4, setup.steps_per_execution, 1),
+            warmup_steps=_WARMUP_EXECUTIONS * setup.steps_per_execution,
             seed=self._settings.seed,
             clock=self._clock,
         )
