@@ -93,6 +93,14 @@ def tune_inference(
 
     Returns:
         A frozen :class:`~tfthroughput.tuning.InferenceTuneResult`.
+
+    Raises:
+        TypeError, ValueError: For invalid arguments, naming the argument and the value.
+        RuntimeError: If ``predict`` fails on the model as given.
+
+    Example:
+        >>> result = tune_inference(build_model, x_test, max_batch_latency_ms=50)  # doctest: +SKIP
+        >>> model.predict(x_test, **result.predict_kwargs)  # doctest: +SKIP
     """
     check_builder(build_model)
     time_budget = check_positive_seconds("time_budget", time_budget)
