@@ -49,7 +49,7 @@ class FakePredictRunner:
     def __init__(self, cost, setup, data, steps):
         self._cost, self.setup, self._data, self.steps = cost, setup, data, steps
         self.latencies, self.notes = [], []
-        self.warmup_seconds, self.memory_bytes, self.outputs = 0.5, None, None
+        self.warmup_seconds, self.memory_mib, self.outputs = 0.5, None, None
 
     def start(self, *, user_model_errors=False):
         if self.setup is None:

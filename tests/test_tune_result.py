@@ -28,7 +28,7 @@ def result(chosen=FAST) -> TuneResult:
             5.5,
             0.1,
             warmup_seconds=2.0,
-            memory_bytes=3 * 2**20,
+            memory_mib=3.0,
             loss_check=check,
         ),
         TuneTrial(

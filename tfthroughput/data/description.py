@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 
 if TYPE_CHECKING:
     from tfthroughput.data.autotune import PipelineMeasurement
@@ -153,11 +153,7 @@ def describe_pipeline(
         >>> describe_pipeline(ds).transformations
         ('batch', 'prefetch')
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     recorded = _DESCRIPTIONS.get(dataset)
     if recorded is None:
         raise ValueError(

@@ -21,7 +21,7 @@ def _row(trial: InferenceTrial, gpu: bool) -> list[str]:
         _optional(trial.latency_p50_ms, "{:.2f}"),
         _optional(trial.latency_p95_ms, "{:.2f}"),
         _optional(trial.warmup_seconds, "{:.1f}"),
-        _optional(None if trial.memory_bytes is None else trial.memory_bytes / 2**20, "{:,.0f}"),
+        _optional(trial.memory_mib, "{:,.0f}"),
     ]
     if gpu:
         cells += [

@@ -121,7 +121,7 @@ class InferenceTrials:
                 "as given: " + _describe(runner.setup),
                 BASELINE,
                 warmup_seconds=runner.warmup_seconds,
-                memory_bytes=runner.memory_bytes,
+                memory_mib=runner.memory_mib,
                 reason="; ".join(runner.notes),
             )
         )
@@ -230,7 +230,7 @@ class InferenceTrials:
             latency_p50_ms=runner.latency_ms(0.5),
             latency_p95_ms=p95,
             warmup_seconds=runner.warmup_seconds,
-            memory_bytes=runner.memory_bytes,
+            memory_mib=runner.memory_mib,
             gpu_utilization=comparison.gpu_utilization,
             sm_activity=comparison.sm_activity,
             output_check=check,

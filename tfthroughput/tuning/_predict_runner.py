@@ -20,20 +20,12 @@ from typing import Any
 
 import keras
 
+from tfthroughput._validation import check_model
+from tfthroughput.diagnosis.trial_memory import to_mib
 from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._runner import TrialFailed, _device_peak_bytes, _reason
 from tfthroughput.tuning.setup import TuneSetup
-
-
-def check_inference_model(model: object) -> keras.Model:
-    """``predict`` needs a Keras model, compiled or not (it trains nothing)."""
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`build_model` must return a keras.Model. Received: {model!r} "
-            f"of type {type(model).__name__}"
-        )
-    return model
 
 
 class _FromExecution(keras.callbacks.Callback):
@@ -99,7 +91,7 @@ class PredictRunner:
         self.model: keras.Model | None = None
         self.examples_per_step = 0
         self.warmup_seconds = 0.0
-        self.memory_bytes: int | None = None
+        self.memory_mib: float | None = None
         self.outputs: Any = None
         self.latencies: list[float] = []
         self.notes: list[str] = []
@@ -135,7 +127,7 @@ class PredictRunner:
         except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
             raise TrialFailed(_predict_reason(error)) from error
         self.warmup_seconds = self._clock() - start
-        self.memory_bytes = _device_peak_bytes()
+        self.memory_mib = to_mib(_device_peak_bytes())
 
     def run(self) -> float:
         """Seconds of ``steps`` batches of ``predict`` (the timed part of one call, scaled to
@@ -178,7 +170,7 @@ class PredictRunner:
     def _build(self) -> None:
         keras.utils.set_random_seed(self._seed)
         if self.setup is None:
-            model = check_inference_model(self._build_model())
+            model = check_model(self._build_model(), returned_by="build_model", compiled=False)
             self.setup = TuneSetup(
                 int(getattr(model, "steps_per_execution", 1) or 1),
                 bool(model.jit_compile),
@@ -189,7 +181,7 @@ class PredictRunner:
             return
         with mixed_precision(self.setup.policy), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model = check_inference_model(self._build_model())
+            model = check_model(self._build_model(), returned_by="build_model", compiled=False)
             model.steps_per_execution = self.setup.steps_per_execution
             model.jit_compile = self.setup.jit_compile
             if self.setup.jit_compile and not model.jit_compile:

@@ -117,7 +117,7 @@ class TrialRunner:
                 "as given: " + _describe(runner.setup),
                 BASELINE,
                 warmup_seconds=runner.warmup_seconds,
-                memory_bytes=runner.memory_bytes,
+                memory_mib=runner.memory_mib,
                 reason="; ".join(runner.notes),
             )
         )
@@ -228,7 +228,7 @@ class TrialRunner:
             noise=comparison.noise,
             rounds_won=comparison.rounds_won,
             warmup_seconds=runner.warmup_seconds,
-            memory_bytes=runner.memory_bytes,
+            memory_mib=runner.memory_mib,
             gpu_utilization=comparison.gpu_utilization,
             sm_activity=comparison.sm_activity,
             loss_check=check,

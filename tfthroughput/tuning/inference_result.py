@@ -32,8 +32,8 @@ class InferenceTrial:
             ``batch_size`` examples, outputs back on the host).
         latency_p95_ms: 95th percentile of the same, in milliseconds.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation), not timed.
-        memory_bytes: Peak device memory of the trial where the backend tells it (GPU), else
-            ``None``.
+        memory_mib: Peak device memory of the trial, in MiB, where the backend tells it (GPU),
+            else ``None``.
         gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
         sm_activity: Mean SM activity (%) over its timed runs, where measured.
         output_check: Its outputs against the baseline's; ``None`` for the baseline.
@@ -52,7 +52,7 @@ class InferenceTrial:
     latency_p50_ms: float | None = None
     latency_p95_ms: float | None = None
     warmup_seconds: float | None = None
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     output_check: OutputCheck | None = None
@@ -191,11 +191,13 @@ class InferenceTuneResult:
         return render(self)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/inference``) in ``log_dir``.
+        """Write the table to TensorBoard's Text tab (tag ``tune/inference``, as a preformatted
+        block, and its JSON under ``tune/inference_json``) in a new event file in ``log_dir``.
 
         Returns:
             The event file's path.
         """
-        from tfthroughput.tuning._tensorboard import write_text
+        from tfthroughput.monitor.text_entries import write_text
 
-        return write_text(log_dir, "tune/inference", str(self), self.to_json())
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {"tune/inference": block, "tune/inference_json": self.to_json()})

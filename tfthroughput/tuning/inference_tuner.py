@@ -1,5 +1,7 @@
 """``tune(..., mode="inference")``: make ``model.predict`` faster on the user's own model, with
-the same outputs. :func:`tune_inference` runs it; ``tune`` checks the arguments it shares."""
+the same outputs. ``tune`` checks the mode (:func:`check_mode`) and hands its arguments to
+:func:`tune_inference`; :class:`InferenceArguments` checks them, as ``TuneArguments`` does
+for training."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import math
 import numbers
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.tuning._arguments import check_builder, check_fraction, check_positive_seconds
 from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
-from tfthroughput.tuning._inference_data import inference_data
+from tfthroughput.tuning._inference_data import InferenceData, inference_data
 from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning.inference_result import InferenceTuneResult
@@ -23,6 +26,47 @@ from tfthroughput.tuning.inference_result import InferenceTuneResult
 # batch size, the dtype policy): bfloat16 keeps 8 bits of mantissa (0.4 % per rounding), and
 # a few layers of it stay within 2 % of the largest output.
 DEFAULT_OUTPUT_TOLERANCE = 0.02
+TRAINING = "training"
+INFERENCE = "inference"
+# tune's arguments for inference only; and those for training only, with their defaults.
+INFERENCE_ONLY = ("mode", "max_batch_latency_ms", "output_tolerance")
+TRAINING_ONLY = {"callbacks": None, "allow_batch_change": False, "loss_tolerance": 0.05}
+
+
+def check_mode(mode: object, given: dict[str, Any]) -> bool:
+    """Whether ``tune`` runs in inference mode; ``given`` holds tune's other arguments.
+
+    Raises:
+        ValueError: If ``mode`` is unknown, or an argument of the other mode is set.
+    """
+    if mode not in (TRAINING, INFERENCE):
+        raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
+    if mode == INFERENCE:
+        for name, default in TRAINING_ONLY.items():
+            if given[name] != default:
+                raise ValueError(
+                    f'`{name}` applies to mode="training" only (mode="inference" trains '
+                    f"nothing). Received: {name}={given[name]!r}"
+                )
+        return True
+    for name in INFERENCE_ONLY[1:]:
+        if given[name] is not None:
+            raise ValueError(
+                f'`{name}` applies to mode="inference" only. Received: {name}={given[name]!r}'
+            )
+    return False
+
+
+def split_mode(arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """tune's arguments without those of inference, and those (``None`` in training mode).
+
+    Raises:
+        ValueError: As :func:`check_mode`.
+    """
+    given = dict(arguments)
+    inference = {name: given.pop(name) for name in INFERENCE_ONLY}
+    mode = inference.pop("mode")
+    return given, (inference if check_mode(mode, {**given, **inference}) else None)
 
 
 def check_latency_limit(max_batch_latency_ms: object) -> float | None:
@@ -40,6 +84,86 @@ def check_latency_limit(max_batch_latency_ms: object) -> float | None:
     return float(max_batch_latency_ms)
 
 
+@dataclass(frozen=True)
+class InferenceArguments:
+    """tune's arguments in inference mode, checked in the order listed, numbers normalised;
+    ``inputs`` is ``data`` as every trial's ``predict`` gets it."""
+
+    build_model: Any
+    data: Any
+    batch_size: Any
+    time_budget: float
+    steps: int
+    rounds: int
+    precision: Any
+    pipeline: bool
+    xla: bool
+    max_steps_per_execution: int
+    seed: int
+    log_dir: str | None
+    clock: Any
+    max_batch_latency_ms: float | None
+    output_tolerance: float | None
+    inputs: InferenceData = field(init=False)
+
+    def __post_init__(self) -> None:
+        check_builder(self.build_model)
+        budget = check_positive_seconds("time_budget", self.time_budget)
+        for name in ("steps", "rounds", "max_steps_per_execution"):
+            check_positive_int(name, getattr(self, name))
+        if self.rounds < 2:
+            raise ValueError(
+                f"`rounds` must be at least 2 (the noise is the spread between rounds). "
+                f"Received: rounds={self.rounds}"
+            )
+        limit = check_latency_limit(self.max_batch_latency_ms)
+        tolerance = self.output_tolerance
+        tolerance = (
+            DEFAULT_OUTPUT_TOLERANCE
+            if tolerance is None
+            else check_fraction("output_tolerance", tolerance)
+        )
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+        if not isinstance(self.xla, bool):
+            raise TypeError(f"`xla` must be a bool. Received: xla={self.xla!r}")
+        check_callable("clock", self.clock)
+        for name, value in (
+            ("time_budget", budget),
+            ("max_batch_latency_ms", limit),
+            ("output_tolerance", tolerance),
+            ("inputs", inference_data(self.data, self.batch_size)),
+        ):
+            object.__setattr__(self, name, value)
+
+    def settings(self) -> InferenceSettings:
+        """What the search tries, with a note for each knob it leaves out."""
+        notes = []
+        if self.pipeline:
+            notes.append(
+                "input pipeline not tried in inference mode: diagnose(model, dataset, "
+                'mode="inference") measures whether it is the limit'
+            )
+        policy = policy_to_try(self.precision, notes)
+        xla = self.xla
+        if xla and keras.backend.backend() == "jax":
+            xla = False
+            notes.append("XLA not flipped: JAX compiles predict with XLA already")
+        return InferenceSettings(
+            steps=self.steps,
+            rounds=self.rounds,
+            time_budget=self.time_budget,
+            output_tolerance=self.output_tolerance,
+            seed=self.seed,
+            max_steps_per_execution=self.max_steps_per_execution,
+            max_batch_latency_ms=self.max_batch_latency_ms,
+            policy=policy,
+            try_xla=xla,
+            notes=tuple(notes),
+        )
+
+
 def tune_inference(
     build_model: Callable[[], keras.Model],
     data: Any,
@@ -49,47 +173,25 @@ def tune_inference(
     steps: int = 128,
     rounds: int = 3,
     precision: Any = None,
+    pipeline: bool = True,
     xla: bool = True,
     max_steps_per_execution: int = 1024,
-    max_batch_latency_ms: float | None = None,
-    output_tolerance: float | None = None,
     seed: int = 0,
     log_dir: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
-    notes: tuple[str, ...] = (),
+    max_batch_latency_ms: float | None = None,
+    output_tolerance: float | None = None,
+    **training_only: Any,
 ) -> InferenceTuneResult:
     """Measure ``predict``'s knobs on fresh copies of a model and choose the fastest setup.
 
-    ``tune(build_model, x, mode="inference", ...)`` calls this; see
-    :func:`tfthroughput.tune` for the arguments it shares. The baseline is ``predict`` as
-    given; then the batch size (doubling), XLA flipped, ``steps_per_execution`` (doubling)
-    and the recommended dtype policy, each on the best setup so far, measured against the
-    baseline in alternated rounds. Every trial predicts the same examples from a model built
-    from the same seed; its outputs must match the baseline's within
-    ``EXACT_OUTPUT_TOLERANCE`` (``steps_per_execution`` alone) or ``output_tolerance``.
-
-    Args:
-        build_model: Zero-argument function returning a new ``keras.Model`` with its weights
-            (compiled or not), called once per trial under the trial's dtype policy.
-        data: What ``predict`` takes: arrays (one, a list or dict) or a ``tf.data.Dataset``.
-        batch_size: The batch ``predict`` is called with (default ``None``: 32 for arrays;
-            required for an unbatched dataset, ``None`` for a batched one).
-        time_budget: Seconds the search may take. Defaults to ``180``.
-        steps: Batches of the baseline's timed run (doubled until it lasts 0.1 s). Defaults
-            to ``128``. Larger batches keep the same examples per run.
-        rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
-        precision: As for ``tune``: ``None``, a ``PrecisionRecommendation`` or ``False``.
-        xla: Whether to try ``jit_compile`` flipped. Defaults to ``True``.
-        max_steps_per_execution: Largest ``steps_per_execution`` tried. Defaults to ``1024``.
-        max_batch_latency_ms: Largest p95 latency of one batch (one ``predict_on_batch``
-            call), in milliseconds; a setup over it is never chosen and ends the batch
-            doubling. Defaults to ``None``: no limit.
-        output_tolerance: Largest difference of outputs, relative to the largest output,
-            allowed for knobs that change the arithmetic. Defaults to ``None``: ``0.02``.
-        seed: Seed set before every model is built. Defaults to ``0``.
-        log_dir: Where to write the table to TensorBoard's Text tab (tag ``tune/inference``).
-        clock: Seconds clock. Defaults to ``time.perf_counter``.
-        notes: Notes from the caller, shown with the result's.
+    ``tune(build_model, x, mode="inference", ...)`` calls this with its arguments (those of
+    training only, ``training_only``, were checked unset by :func:`check_mode`). The baseline
+    is ``predict`` as given; then the batch size (doubling), XLA flipped,
+    ``steps_per_execution`` (doubling) and the recommended dtype policy, each on the best
+    setup so far, measured against the baseline in alternated rounds, with the per-batch
+    latency and the outputs checked (``tuning/_inference_search.py``; the docs' page "Tune:
+    inference"). ``pipeline`` only adds a note: the input is ``diagnose``'s to measure.
 
     Returns:
         A frozen :class:`~tfthroughput.tuning.InferenceTuneResult`.
@@ -102,51 +204,17 @@ def tune_inference(
         >>> result = tune_inference(build_model, x_test, max_batch_latency_ms=50)  # doctest: +SKIP
         >>> model.predict(x_test, **result.predict_kwargs)  # doctest: +SKIP
     """
-    check_builder(build_model)
-    time_budget = check_positive_seconds("time_budget", time_budget)
-    for name, value in (("steps", steps), ("rounds", rounds)):
-        check_positive_int(name, value)
-    if rounds < 2:
-        raise ValueError(
-            f"`rounds` must be at least 2 (the noise is the spread between rounds). "
-            f"Received: rounds={rounds}"
-        )
-    check_positive_int("max_steps_per_execution", max_steps_per_execution)
-    limit = check_latency_limit(max_batch_latency_ms)
-    tolerance = (
-        DEFAULT_OUTPUT_TOLERANCE
-        if output_tolerance is None
-        else check_fraction("output_tolerance", output_tolerance)
-    )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
-    if not isinstance(xla, bool):
-        raise TypeError(f"`xla` must be a bool. Received: xla={xla!r}")
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
-    given = inference_data(data, batch_size)
-    notes = list(notes)
-    policy = policy_to_try(precision, notes)
-    if xla and keras.backend.backend() == "jax":
-        xla = False
-        notes.append("XLA not flipped: JAX compiles predict with XLA already")
-    settings = InferenceSettings(
-        steps=steps,
-        rounds=rounds,
-        time_budget=time_budget,
-        output_tolerance=tolerance,
-        seed=seed,
-        max_steps_per_execution=max_steps_per_execution,
-        max_batch_latency_ms=limit,
-        policy=policy,
-        try_xla=xla,
-        notes=tuple(notes),
-    )
+    given = {name: value for name, value in locals().items() if name != "training_only"}
+    arguments = InferenceArguments(**given)
+    settings = arguments.settings()
     policy_in_force = keras.config.dtype_policy()
     clear_session(policy_in_force)
     sampler = gpu_sampler()
     try:
-        result = InferenceSearch(build_model, given, settings, clock, GPUWindows(sampler)).run()
+        search = InferenceSearch(
+            build_model, arguments.inputs, settings, arguments.clock, GPUWindows(sampler)
+        )
+        result = search.run()
     finally:
         if sampler is not None:
             sampler.stop()
@@ -154,43 +222,3 @@ def tune_inference(
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result
-
-
-TRAINING = "training"
-INFERENCE = "inference"
-# tune's arguments that only training uses, with their defaults.
-TRAINING_ONLY = {"callbacks": None, "allow_batch_change": False, "loss_tolerance": 0.05}
-
-
-def check_mode(mode: object, given: dict[str, Any]) -> bool:
-    """Whether ``tune`` runs in inference mode; ``given`` holds the mode-specific arguments.
-
-    Raises:
-        ValueError: If ``mode`` is unknown, or an argument of the other mode is set.
-    """
-    if mode not in (TRAINING, INFERENCE):
-        raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
-    if mode == INFERENCE:
-        for name, default in TRAINING_ONLY.items():
-            if given[name] != default:
-                raise ValueError(
-                    f'`{name}` applies to mode="training" only (mode="inference" trains '
-                    f"nothing). Received: {name}={given[name]!r}"
-                )
-        return True
-    for name in ("max_batch_latency_ms", "output_tolerance"):
-        if given[name] is not None:
-            raise ValueError(
-                f'`{name}` applies to mode="inference" only. Received: {name}={given[name]!r}'
-            )
-    return False
-
-
-def inference_notes(pipeline: bool) -> tuple[str, ...]:
-    """What inference mode leaves untried, given tune's ``pipeline`` argument."""
-    if not pipeline:
-        return ()
-    return (
-        "input pipeline not tried in inference mode: diagnose(model, dataset, "
-        'mode="inference") measures whether it is the limit',
-    )

@@ -38,8 +38,8 @@ class TuneTrial:
         rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
-        memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
-            the process's peak RSS over its start.
+        memory_mib: Peak memory the trial added, in MiB: GPU peak where the backend tells
+            it, else the process's peak RSS over its start.
         gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
         sm_activity: Mean SM activity (%) over its timed runs, where measured.
         loss_check: The warm-up loss against the baseline's; ``None`` for the baseline.
@@ -56,7 +56,7 @@ class TuneTrial:
     noise: float | None = None
     rounds_won: int | None = None
     warmup_seconds: float | None = None
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     loss_check: LossCheck | None = None
@@ -172,11 +172,13 @@ class TuneResult:
         return render(self)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/result``) in ``log_dir``.
+        """Write the table to TensorBoard's Text tab (tag ``tune/result``, as a preformatted
+        block, and its JSON under ``tune/result_json``) in a new event file in ``log_dir``.
 
         Returns:
             The event file's path.
         """
-        from tfthroughput.tuning._tensorboard import write_text
+        from tfthroughput.monitor.text_entries import write_text
 
-        return write_text(log_dir, "tune/result", str(self), self.to_json())
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {"tune/result": block, "tune/result_json": self.to_json()})
