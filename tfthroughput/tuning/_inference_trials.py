@@ -142,7 +142,11 @@ class InferenceTrials:
         if self._out_of_time():
             return None
         start = self._clock()
-        batches = max(self._timed_batches(setup), 2 * setup.steps_per_execution, _MIN_BATCHES)
+        # The first execution of a run is not timed: the timed part after it has the
+        # baseline's examples, and at least two whole executions of its own.
+        spe = setup.steps_per_execution
+        timed = max(self._timed_batches(setup), 2 * spe, _MIN_BATCHES)
+        batches = spe + -(-timed // spe) * spe
         runner = self._runner(
             setup,
             self._build_model,
