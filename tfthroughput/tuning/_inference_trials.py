@@ -33,8 +33,8 @@ from tfthroughput.tuning.setup import TuneSetup
 LATENCY_SAMPLES = 5  # single-batch calls per runner per round
 _BUDGET_MARGIN = 1.25
 # Shortest timed part of the baseline's run: longer than training's 0.1 s, because a compute-
-# bound predict reaches it in 2-3 batches, and a few batches measure the shared machine's
-# bursts more than the knob (measured: a 1.50x "gain" that plain predict calls put at 0.99x).
+# bound predict reaches 0.1 s in 2-3 batches, and a few batches measure a shared machine's
+# bursts more than the knob (longer runs average more of them; they do not remove them).
 _MIN_RUN_SECONDS = 0.25
 _MAX_LENGTHENING = 64
 # Fewest batches in a timed run (its first execution is not timed), and so the fewest a large
