@@ -27,6 +27,11 @@ WORKLOAD = textwrap.dedent(
     def as_tuple():
         return build, "data", 8
 
+    def under_strategy():
+        import tensorflow as tf
+
+        return {**as_dict(), "strategy": tf.distribute.OneDeviceStrategy("/cpu:0")}
+
     def wrong():
         return build
 
@@ -97,6 +102,16 @@ def test_a_latency_limit_without_inference_is_refused(workload_file, capsys):
     assert capsys.readouterr().err.strip() == (
         "tfthroughput tune: error: --max-batch-latency-ms applies to --inference only"
     )
+
+
+def test_a_workload_may_give_the_strategy_to_tune_under(workload_file, tmp_path, capsys):
+    pytest.importorskip("tensorflow")
+    out = tmp_path / "tune.json"
+    arguments = ["--budget", "2", "--steps", "8", "--json", str(out)]
+    assert main(["tune", f"{workload_file}:under_strategy", *arguments]) == 0
+    printed = capsys.readouterr().out
+    assert "strategy: OneDeviceStrategy over 1 replica: global batch 8 (8 per replica)" in printed
+    assert json.loads(out.read_text())["distribution"]["replicas"] == 1
 
 
 def test_a_bad_workload_is_one_line_on_stderr(capsys):

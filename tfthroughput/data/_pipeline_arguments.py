@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfthroughput.data.device_augmentation import DeviceWork, plan_device_work
 from tfthroughput.data.guards import _check_arguments, _check_cache
 from tfthroughput.data.service import DataService, ServiceStage, plan_service_stage
 
@@ -27,6 +28,8 @@ class _PipelineArguments:
         cache_path: ``None`` for no cache, ``""`` for memory, else the cache's file prefix.
         service_stage: Where and how the pipeline goes to a tf.data service (or does not).
         parallel: Parallel calls of the reads: ``parallel_reads`` or ``AUTOTUNE``.
+        device_work: With ``augment_on="device"``, the functions left to the training step
+            (probed once the pipeline is built); else ``None``.
     """
 
     source: Any
@@ -36,6 +39,7 @@ class _PipelineArguments:
     preprocess_fn: Callable[..., Any] | None
     augment_fn: Callable[..., Any] | None
     batch_fn: Callable[..., Any] | None
+    augment_on: str
     cache: bool | str | os.PathLike[str]
     shuffle_buffer: int | None
     repeat: bool | int
@@ -49,6 +53,7 @@ class _PipelineArguments:
     cache_path: str | None = dataclasses.field(init=False)
     service_stage: ServiceStage = dataclasses.field(init=False)
     parallel: int = dataclasses.field(init=False)
+    device_work: DeviceWork | None = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         _check_arguments(
@@ -79,7 +84,25 @@ class _PipelineArguments:
             seed=self.seed,
         )
         parallel = self.parallel_reads if self.parallel_reads is not None else tf.data.AUTOTUNE
+        # augment_on="device" (data/device_augmentation.py): the functions leave the pipeline.
+        device_work = plan_device_work(
+            self.augment_on,
+            augment_fn=self.augment_fn,
+            batch_fn=self.batch_fn,
+            batch_size=self.batch_size,
+        )
         # Frozen: the derived values are set once, here, like the arguments.
         object.__setattr__(self, "cache_path", cache_path)
         object.__setattr__(self, "service_stage", service_stage)
         object.__setattr__(self, "parallel", parallel)
+        object.__setattr__(self, "device_work", device_work)
+
+    @property
+    def cpu_augment_fn(self) -> Callable[..., Any] | None:
+        """``augment_fn`` where it runs in the pipeline (``None`` when it moved to the step)."""
+        return self.augment_fn if self.device_work is None else None
+
+    @property
+    def cpu_batch_fn(self) -> Callable[..., Any] | None:
+        """``batch_fn`` where it runs in the pipeline (``None`` when it moved to the step)."""
+        return self.batch_fn if self.device_work is None else None

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from tfthroughput.data._pipeline_arguments import _PipelineArguments
 from tfthroughput.data.description import PipelineDescription, _record
+from tfthroughput.data.device_augmentation import record_cpu_augmentation, transfer_fields
 from tfthroughput.data.guards import _check_batchable, _check_cacheable, _last_function
 from tfthroughput.data.pipeline_inputs import _source_steps
 from tfthroughput.data.service import DataService
@@ -48,6 +49,7 @@ def build_pipeline(
     preprocess_fn: Callable[..., Any] | None = None,
     augment_fn: Callable[..., Any] | None = None,
     batch_fn: Callable[..., Any] | None = None,
+    augment_on: str = "cpu",
     cache: bool | str | os.PathLike[str] = False,
     shuffle_buffer: int | None = None,
     repeat: bool | int = False,
@@ -78,6 +80,9 @@ def build_pipeline(
         preprocess_fn: Deterministic per-example work, before the cache (runs once).
         augment_fn: Random per-example work, after the cache and the shuffle (new draws).
         batch_fn: Vectorised work on whole batches, after ``batch``.
+        augment_on: ``"cpu"`` (default), or ``"device"``: ``augment_fn`` and ``batch_fn`` run
+            per batch in the training step (:class:`~tfthroughput.data.DeviceAugmented`), and
+            the pipeline ships what ``preprocess_fn`` made (``uint8`` images, say).
         cache: ``False`` (default): none. ``True``: in memory. A path: files with that prefix
             (an existing complete cache there is read instead of the source).
         shuffle_buffer: Examples in the shuffle buffer; ``None`` (default): no shuffle.
@@ -97,8 +102,9 @@ def build_pipeline(
     Raises:
         TypeError: If an argument has the wrong type, or a function returns ``None``.
         ValueError: If a count is not positive, a file is missing, a cache cannot go where
-            asked, ``augment_fn`` changes the structure, shapes to batch are unknown, or
-            ``service`` is malformed or combined with an option it cannot honour.
+            asked, ``augment_fn`` changes the structure, shapes to batch are unknown,
+            ``service`` is malformed or combined with an option it cannot honour, or a function
+            for ``augment_on="device"`` cannot run on batches or is not random per example.
         DataServiceUnavailable: If no dispatcher with a worker answers at ``service``.
 
     Example:
@@ -106,13 +112,31 @@ def build_pipeline(
         ...     "photos/*.jpg", labels=labels, read_fn=tf.io.read_file, preprocess_fn=decode
         ... )
     """
-    arguments = _PipelineArguments(**locals())  # checked on creation: data/_pipeline_arguments.py
+    given = dict(locals())  # as called: diagnose and tune rebuild it with changes
+    arguments = _PipelineArguments(**given)  # checked on creation: data/_pipeline_arguments.py
     steps, source_text = _read_source(arguments)
     _add_example_stages(steps, arguments)
     _add_batch_stages(steps, arguments)
     dataset = steps.dataset.with_options(_options(arguments))
-    _record(dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages)))
+    _record_built(dataset, arguments, given, source_text, steps)
     return dataset
+
+
+def _record_built(
+    dataset: tf.data.Dataset,
+    arguments: _PipelineArguments,
+    given: dict[str, Any],
+    source_text: str,
+    steps: _PipelineSteps,
+) -> None:
+    """Record the description (with the bytes shipped and the work left to the training step)
+    and, for a CPU augmentation, how to rebuild the pipeline (data/device_augmentation.py)."""
+    transfer = transfer_fields(dataset, arguments.batch_size, arguments.device_work)
+    if arguments.cpu_augment_fn is not None:
+        record_cpu_augmentation(dataset, lambda **changes: build_pipeline(**{**given, **changes}))
+    _record(
+        dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
+    )
 
 
 def _read_source(arguments: _PipelineArguments) -> tuple[_PipelineSteps, str]:
@@ -162,9 +186,9 @@ def _add_example_stages(steps: _PipelineSteps, arguments: _PipelineArguments) ->
             reason="after the shuffle, so epochs do not blend into each other",
             count=None if arguments.repeat is True else arguments.repeat,
         )
-    if arguments.augment_fn is not None:
+    if arguments.cpu_augment_fn is not None:
         steps.parallel_map(
-            arguments.augment_fn,
+            arguments.cpu_augment_fn,
             "augment_fn",
             deterministic=arguments.deterministic,
             reason="random per-example work, after the cache so each epoch gets new draws",
@@ -177,7 +201,7 @@ def _add_batch_stages(steps: _PipelineSteps, arguments: _PipelineArguments) -> N
     service_stage = arguments.service_stage
     steps.dataset = service_stage.apply(steps.dataset, steps.stages, before_batch=True)
     if arguments.batch_size is not None:
-        last = _last_function(arguments.read_fn, arguments.preprocess_fn, arguments.augment_fn)
+        last = _last_function(arguments.read_fn, arguments.preprocess_fn, arguments.cpu_augment_fn)
         _check_batchable(steps.dataset, last)
         steps.apply(
             "batch",
@@ -187,9 +211,9 @@ def _add_batch_stages(steps: _PipelineSteps, arguments: _PipelineArguments) -> N
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=arguments.deterministic,
         )
-    if arguments.batch_fn is not None:
+    if arguments.cpu_batch_fn is not None:
         steps.parallel_map(
-            arguments.batch_fn,
+            arguments.cpu_batch_fn,
             "batch_fn",
             deterministic=arguments.deterministic,
             reason="vectorised per-batch work, in parallel",

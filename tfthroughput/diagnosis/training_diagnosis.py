@@ -28,7 +28,9 @@ from tfthroughput.diagnosis._measurement import (
 )
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
+from tfthroughput.diagnosis.augmentation_advice import device_augmentation_advice
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
+from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.training_recommendations import recommendations
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.hardware.utilization import gpu_utilization
@@ -158,7 +160,8 @@ def _report(
             slowest_stage=decision.slowest_stage,
             precision=arguments.precision,
             sm_activity=measured.sm_activity,
-        ),
+        )
+        + _moved_augmentation(arguments, measured, decision),
         gpu_utilization_percent=measured.gpu_utilization,
         thresholds=arguments.thresholds,
         sm_activity_percent=measured.sm_activity,
@@ -189,6 +192,22 @@ def _fit_round(
             on_measure_begin=None if utilization_probe is None else on_measure_begin,
         )
     return (seconds, *probe_readings(readings))
+
+
+def _moved_augmentation(
+    arguments: DiagnosisArguments, measured: Measurement, decision: Decision
+) -> tuple[Recommendation, ...]:
+    """A CPU-bound augment_fn: the pipeline timed without it (diagnosis/augmentation_advice.py)."""
+    return device_augmentation_advice(
+        arguments.dataset,
+        verdict=decision.verdict,
+        input_rate=measured.input_rate,
+        compute_rate=measured.compute_rate,
+        steps=arguments.steps,
+        repeats=arguments.repeats,
+        clock=arguments.clock,
+        accelerator=bool(tf.config.list_logical_devices("GPU")),
+    )
 
 
 def _compute_dtype(model: keras.Model) -> str:

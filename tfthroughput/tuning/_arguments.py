@@ -16,6 +16,7 @@ import keras
 import numpy as np
 
 from tfthroughput._validation import check_callable, check_positive_int
+from tfthroughput.tuning.distribution import find_strategy
 
 ARRAYS = "arrays"
 BATCHED = "batched dataset"
@@ -170,7 +171,9 @@ class TuneArguments:
 
     ``tune`` hands all its arguments here first; a new argument of ``tune`` is a new field,
     checked in ``__post_init__``. ``callbacks`` and ``precision`` are checked where they are
-    read (``tuning/_settings.py``); ``training`` is ``data`` as every trial gets it.
+    read (``tuning/_settings.py``); ``training`` is ``data`` as every trial gets it;
+    ``strategy`` becomes the strategy the trials run under (given, or the caller's scope, or
+    ``None``: ``tuning/distribution.py``).
     """
 
     build_model: Any
@@ -180,6 +183,7 @@ class TuneArguments:
     steps: int
     rounds: int
     callbacks: Any
+    strategy: Any
     precision: Any
     pipeline: bool
     xla: bool
@@ -215,3 +219,4 @@ class TuneArguments:
         object.__setattr__(self, "time_budget", time_budget)
         object.__setattr__(self, "loss_tolerance", loss_tolerance)
         object.__setattr__(self, "training", training_data(self.data, self.batch_size))
+        object.__setattr__(self, "strategy", find_strategy(self.strategy))

@@ -3,17 +3,22 @@ session between searches, and the GPU sampler (training and inference alike)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import keras
 
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._devices import recommendation_here
+from tfthroughput.tuning.distribution import may_clear_session
 
 
 def clear_session(policy: Any) -> None:
     """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    keras.backend.clear_session()
+    if may_clear_session():
+        keras.backend.clear_session()
+    else:
+        gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
     keras.config.set_dtype_policy(policy)
 
 

@@ -21,6 +21,7 @@ from tfthroughput._validation import check_model
 from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
 from tfthroughput.precision.xla import is_xla_failure
+from tfthroughput.tuning.distribution import replica_failure
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -46,6 +47,9 @@ class _EpochSeconds(keras.callbacks.Callback):
 
 
 def _reason(error: BaseException) -> str:
+    known = replica_failure(error)
+    if known is not None:
+        return known
     lines = str(error).strip().splitlines()
     first = (lines[0] if lines else "")[:160]
     if is_xla_failure(error):

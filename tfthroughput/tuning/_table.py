@@ -61,6 +61,8 @@ def render(result: TuneResult) -> str:
         f"search: {len(result.trials)} trials in {result.seconds:.1f} s "
         f"(budget {result.time_budget:.0f} s){budget}"
     )
+    if getattr(result, "distribution", None) is not None:
+        lines.append(f"strategy: {result.distribution}")
     if result.improved:
         trial = result.chosen_trial
         lines.append(

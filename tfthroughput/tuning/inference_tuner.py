@@ -30,7 +30,12 @@ TRAINING = "training"
 INFERENCE = "inference"
 # tune's arguments for inference only; and those for training only, with their defaults.
 INFERENCE_ONLY = ("mode", "max_batch_latency_ms", "output_tolerance")
-TRAINING_ONLY = {"callbacks": None, "allow_batch_change": False, "loss_tolerance": 0.05}
+TRAINING_ONLY = {
+    "callbacks": None,
+    "strategy": None,
+    "allow_batch_change": False,
+    "loss_tolerance": 0.05,
+}
 
 
 def check_mode(mode: object, given: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     SLOWER,
 )
 from tfthroughput.tuning._table import render
+from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -78,6 +79,8 @@ class TuneResult:
         pipeline_kwargs: Arguments for ``tfthroughput.build_pipeline(data, ...)`` when the
             chosen setup rebuilds the input pipeline; else ``None``.
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
+        distribution: The ``tf.distribute`` strategy the trials ran under, with the global and
+            per-replica batch of the baseline and the chosen setup; ``None`` without one.
     """
 
     baseline: TuneSetup
@@ -88,6 +91,7 @@ class TuneResult:
     stopped_by_budget: bool = False
     pipeline_kwargs: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    distribution: TuneDistribution | None = None
 
     @property
     def improved(self) -> bool:
@@ -128,9 +132,12 @@ class TuneResult:
         chosen, lines = self.chosen, []
         if chosen.policy != self.baseline.policy:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
-        lines.append("model = build_model()")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
-        lines.append(f"model.compile(..., {kwargs})")
+        build = ["model = build_model()", f"model.compile(..., {kwargs})"]
+        if self.distribution is not None:
+            scope = f"with strategy.scope():  # the {self.distribution.strategy} tune ran under"
+            build = [scope] + [f"    {line}" for line in build]
+        lines += build
         data = "data"
         if self.pipeline_kwargs is not None:
             args = ", ".join(f"{k}={v!r}" for k, v in self.pipeline_kwargs.items())
@@ -139,7 +146,10 @@ class TuneResult:
         batch = ""
         if chosen.batch_size != self.baseline.batch_size and self.pipeline_kwargs is None:
             batch = f", batch_size={chosen.batch_size}"
-        lines.append(f"model.fit({data}{batch}, ...)")
+        fit = f"model.fit({data}{batch}, ...)"
+        if batch and self.distribution is not None:
+            fit += f"  # {self.distribution.batch(chosen.batch_size)}"
+        lines.append(fit)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +173,7 @@ class TuneResult:
             "pipeline_kwargs": self.pipeline_kwargs,
             "notes": list(self.notes),
             "trials": [trial(t) for t in self.trials],
+            "distribution": None if self.distribution is None else self.distribution.to_dict(),
         }
 
     def to_json(self) -> str:

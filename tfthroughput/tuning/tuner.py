@@ -18,6 +18,7 @@ from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
 from tfthroughput.tuning.result import TuneResult
@@ -32,6 +33,7 @@ def tune(
     steps: int = 128,
     rounds: int = 3,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    strategy: Any | None = None,
     precision: PrecisionRecommendation | bool | None = None,
     pipeline: bool = True,
     xla: bool = True,
@@ -47,14 +49,10 @@ def tune(
 ) -> TuneResult | InferenceTuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
-    The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
-    best setup so far, on fresh models from the same seed: the input pipeline (TensorFlow,
-    where the input is the limit), ``steps_per_execution`` (doubling, XLA as compiled and
-    flipped), the recommended policy, and, with ``allow_batch_change``, batches 2x and 4x.
-    Every trial warms up once, then runs ``rounds`` timed runs alternated with the baseline's;
-    it is ``"faster"`` only when its lowest per-round ratio exceeds ``1 + noise`` (>= 3 %).
-    Its warm-up's mean loss must match the baseline's (within ``1e-5``, or ``loss_tolerance``
-    where the knob changes the arithmetic). More: the docs' page "Tune".
+    The baseline is the model exactly as ``build_model`` compiles it; then, each on top of the
+    best setup so far: the input pipeline, ``steps_per_execution`` with XLA as compiled and
+    flipped, the recommended dtype policy, and with ``allow_batch_change`` batches 2x and 4x,
+    each kept only if faster beyond the noise with the baseline's loss (the page "Tune").
 
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
@@ -67,6 +65,9 @@ def tune(
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
         callbacks: The callbacks you train with: one that needs every batch's hook keeps
             ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
+        strategy: A ``tf.distribute.Strategy`` every trial is built and trained under (the
+            batch is then global; the result's ``distribution`` gives it per replica).
+            Defaults to ``None``: the scope ``tune`` is called in, if any. TensorFlow only.
         precision: ``None`` (default): ``recommend_precision()`` here; a
             ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
         pipeline: Whether the input pipeline may be tried. Defaults to ``True``.
@@ -77,19 +78,18 @@ def tune(
         seed: Seed set before every model is built. Defaults to ``0``.
         log_dir: Where to write the table to TensorBoard's Text tab. Defaults to ``None``.
         clock: Seconds clock. Defaults to ``time.perf_counter``.
-        mode: ``"training"``, or ``"inference"`` for ``predict`` (docs' "Tune: inference").
+        mode: ``"training"``, or ``"inference"`` for ``predict`` (the page "Tune: inference").
         max_batch_latency_ms: Inference: largest p95 latency of one batch, ms. Default: none.
         output_tolerance: Inference: output difference allowed, relative. Default: ``0.02``.
 
     Returns:
-        A frozen :class:`~tfthroughput.tuning.TuneResult`: ``print`` it for the table;
-        ``compile_kwargs``, ``apply(model)``, ``pipeline_kwargs`` and ``snippet`` apply it
-        (an :class:`~tfthroughput.tuning.InferenceTuneResult` in inference mode).
+        A frozen :class:`~tfthroughput.tuning.TuneResult` (``InferenceTuneResult`` in inference
+        mode): ``print`` it; ``compile_kwargs``, ``apply(model)``, ``snippet`` apply it.
 
     Raises:
-        TypeError: If ``build_model`` is no function returning a compiled model, or an
-            argument has the wrong type.
-        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...).
+        TypeError: If an argument has the wrong type (``build_model`` or what it returns).
+        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
+            ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
         RuntimeError: If the model as given cannot be trained.
 
     Example:
@@ -100,6 +100,7 @@ def tune(
         return tune_inference(**given, **inference)
     arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
     result = _search(arguments, search_settings(arguments))
+    result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
     if arguments.log_dir is not None:
         result.write_to_tensorboard(arguments.log_dir)
     return result
@@ -112,7 +113,7 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
     sampler = gpu_sampler()
     try:
         search = Search(
-            arguments.build_model,
+            in_scope(arguments.build_model, arguments.strategy),
             arguments.training,
             settings,
             arguments.clock,
@@ -123,3 +124,8 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
         if sampler is not None:
             sampler.stop()
         clear_session(policy_in_force)
+
+
+def _examples_per_step(training: Any) -> int:
+    x, _ = training.first_batch()
+    return int(keras.tree.flatten(x)[0].shape[0])

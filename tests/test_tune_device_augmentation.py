@@ -1,0 +1,98 @@
+"""tune's knob that moves a CPU augmentation into the training step: tried where the input is
+the limit, chosen when faster with the loss within tolerance, rejected when the loss diverges.
+
+As in tests/test_tuner.py, the input is made the limit by a sleep (2 ms per call of the
+augmentation: per example on the CPU, per batch in the step), not by a timing statistic.
+"""
+
+from __future__ import annotations
+
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfthroughput.data.pipeline import build_pipeline
+from tfthroughput.tuning import tune
+from tfthroughput.tuning._arguments import training_data
+from tfthroughput.tuning._device_augmentation import device_dataset
+from tfthroughput.tuning.result import FASTER, REJECTED
+
+pytestmark = pytest.mark.tensorflow
+
+QUICK = {"steps": 16, "rounds": 3, "precision": False, "xla": False, "time_budget": 120}
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(256, 16)).astype("float32")
+Y = (X[:, :1] * 0.5).astype("float32")
+
+
+def _wait(value):
+    time.sleep(0.002)
+    return value
+
+
+def _noisy(scale_on_batches):
+    """Per-element noise after a 2 ms wait; ``scale_on_batches`` scales it on whole batches."""
+
+    def augment(x, y):
+        waited = tf.reshape(tf.numpy_function(_wait, [x], tf.float32), tf.shape(x))
+        scale = scale_on_batches if x.shape.rank == 2 else 1.0
+        return waited + scale * tf.random.uniform(tf.shape(x), -0.01, 0.01), y
+
+    return augment
+
+
+def _model():
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+def _tune(augment):
+    dataset = build_pipeline((X, Y), augment_fn=augment, batch_size=8)
+    return tune(_model, dataset, max_steps_per_execution=1, **QUICK)
+
+
+def _device_trial(result):
+    (trial,) = [t for t in result.trials if t.setup.augment_on_device]
+    return trial
+
+
+def test_an_input_bound_cpu_augmentation_moves_into_the_step():
+    result = _tune(_noisy(1.0))
+    trial = _device_trial(result)
+    assert trial.label == "augmentation in the training step"
+    assert trial.status == FASTER, str(result)
+    assert result.chosen.augment_on_device
+    assert trial.loss_check.passed and not trial.loss_check.same_arithmetic
+    assert any(n.startswith("augmentation in the training step tried") for n in result.notes)
+    assert any('augment_on="device"' in n for n in result.notes)
+
+
+def test_a_diverging_loss_is_rejected():
+    result = _tune(_noisy(100.0))  # on batches, the noise is 100x: another distribution
+    trial = _device_trial(result)
+    assert trial.status == REJECTED, str(result)
+    assert not trial.loss_check.passed
+    assert not result.chosen.augment_on_device
+
+
+def test_the_knob_needs_a_batch_capable_cpu_augmentation():
+    def crop(x, y):  # written for one example: refused on batches
+        return tf.image.random_crop(x, [8]), y
+
+    data = training_data(build_pipeline((X, Y), augment_fn=crop, batch_size=8), None)
+    dataset, why_not = device_dataset(data, None)
+    assert dataset is None and why_not.startswith("`augment_fn` cannot run on batches")
+    # Nothing to move (no augment_fn of build_pipeline's on the CPU): not tried, no note.
+    plain = training_data(build_pipeline((X, Y), batch_size=8), None)
+    assert device_dataset(plain, None) == (None, "")
+    assert device_dataset(training_data((X, Y), 8), 8) == (None, "")
+    dataset, why_not = device_dataset(
+        training_data(build_pipeline((X, Y), augment_fn=_noisy(1.0), batch_size=8), None), None
+    )
+    assert why_not == "" and dataset.element_spec[0].shape.as_list() == [None, 16]
