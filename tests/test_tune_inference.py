@@ -320,6 +320,8 @@ def test_bad_arguments_name_the_argument():
         tune(build, x, mode="serving")
     with pytest.raises(ValueError, match=r'`allow_batch_change` applies to mode="training"'):
         tune(build, x, mode="inference", allow_batch_change=True)
+    with pytest.raises(ValueError, match=r'`strategy` applies to mode="training" only'):
+        tune(build, x, mode="inference", strategy=object())
     with pytest.raises(ValueError, match=r'`max_batch_latency_ms` applies to mode="inference"'):
         tune(build, (x, x), max_batch_latency_ms=5)
     with pytest.raises(ValueError, match=r"Received: max_batch_latency_ms=0"):
