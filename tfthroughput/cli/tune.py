@@ -21,7 +21,8 @@ def add(commands: SubParsers) -> None:
         "arguments and returns a dict with build_model (a function returning a new compiled "
         "model), data (what fit takes) and, for arrays or an unbatched dataset, batch_size; "
         "or a tuple (build_model, data[, batch_size]). Runs tfthroughput.tune on it and prints "
-        "the trials table, the chosen setup and a snippet.",
+        "the trials table, the chosen setup and a snippet. With --inference it tunes "
+        "model.predict instead (data: what predict takes).",
     )
     tune.add_argument("workload", metavar="MODULE:FUNCTION", help="e.g. train.py:tune_inputs")
     tune.add_argument(
@@ -35,6 +36,18 @@ def add(commands: SubParsers) -> None:
         action="store_true",
         help="also try 2x and 4x batch sizes (changes the learning dynamics)",
     )
+    tune.add_argument(
+        "--inference",
+        action="store_true",
+        help="tune model.predict instead of fit: data is what predict takes (inputs only); "
+        "tries larger batches, XLA, steps_per_execution and the policy, checks the outputs",
+    )
+    tune.add_argument(
+        "--max-batch-latency-ms",
+        type=float,
+        default=None,
+        help="with --inference: largest p95 latency of one batch, in milliseconds",
+    )
     tune.add_argument("--log-dir", default=None, help="write the table to TensorBoard's Text tab")
     tune.add_argument("--json", default=None, help="also write the result as JSON to this file")
 
@@ -44,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
         load_tensorflow(verbose=args.verbose)
     from tfthroughput.tuning import tune
-    from tfthroughput.tuning.workload import load_workload
+    from tfthroughput.tuning.workload import inference_arguments, load_workload
 
     workload = load_workload(args.workload)
     result = tune(
@@ -53,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         allow_batch_change=args.allow_batch_change,
         log_dir=args.log_dir,
+        **inference_arguments(args.inference, args.max_batch_latency_ms),
     )
     print(result)
     if args.json:

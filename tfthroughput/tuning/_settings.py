@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import keras
 
-from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
-from tfthroughput.tuning._devices import recommendation_here
+from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._search import SearchSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
@@ -27,7 +26,7 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
         notes.append(
             f"steps_per_execution bounded by the epoch length ({training.epoch_batches} batches)"
         )
-    policy = _policy_to_try(arguments.precision, notes)
+    policy = policy_to_try(arguments.precision, notes)
     xla = arguments.xla
     if xla and keras.backend.backend() == "jax":
         xla = False
@@ -83,23 +82,3 @@ def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:
                 "its batch hook every " + ("batch" if limit == 1 else f"{limit} batches")
             )
     return bound
-
-
-def _policy_to_try(precision: object, notes: list[str]) -> str | None:
-    if precision is False:
-        return None
-    if precision is None or precision is True:
-        precision = recommendation_here()
-    if not isinstance(precision, PrecisionRecommendation):
-        raise TypeError(
-            "`precision` must be None, False or a PrecisionRecommendation (from "
-            f"recommend_precision). Received: precision={precision!r}"
-        )
-    current = keras.config.dtype_policy().name
-    if precision.policy in (current, "float32"):
-        notes.append(
-            f"dtype policy not tried: recommend_precision says {precision.policy} "
-            f"({precision.policy_reason})"
-        )
-        return None
-    return precision.policy

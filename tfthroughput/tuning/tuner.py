@@ -6,7 +6,6 @@ function of the same name in the package's face once imported.)
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,10 +14,13 @@ import keras
 
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
+from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning._settings import search_settings
-from tfthroughput.tuning.distribution import describe, in_scope, may_clear_session
+from tfthroughput.tuning.distribution import describe, in_scope
+from tfthroughput.tuning.inference_result import InferenceTuneResult
+from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
 from tfthroughput.tuning.result import TuneResult
 
 
@@ -41,16 +43,16 @@ def tune(
     seed: int = 0,
     log_dir: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
-) -> TuneResult:
+    mode: str = "training",
+    max_batch_latency_ms: float | None = None,
+    output_tolerance: float | None = None,
+) -> TuneResult | InferenceTuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
     The baseline is the model exactly as ``build_model`` compiles it; then, each on top of the
-    best setup so far, on fresh models from the same seed: the input pipeline (where the input
-    is the limit; with a CPU ``augment_fn``, also ``augment_on="device"``), a doubling
-    ``steps_per_execution`` search (XLA as compiled and flipped), the recommended dtype policy,
-    and with ``allow_batch_change`` batch sizes 2x and 4x. A trial is ``"faster"`` only when its
-    lowest ratio over ``rounds`` alternated runs beats ``1 + noise``, with the baseline's loss
-    (within ``1e-5``, or ``loss_tolerance`` where the arithmetic changes). See the page "Tune".
+    best setup so far: the input pipeline, ``steps_per_execution`` with XLA as compiled and
+    flipped, the recommended dtype policy, and with ``allow_batch_change`` batches 2x and 4x,
+    each kept only if faster beyond the noise with the baseline's loss (the page "Tune").
 
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
@@ -76,14 +78,16 @@ def tune(
         seed: Seed set before every model is built. Defaults to ``0``.
         log_dir: Where to write the table to TensorBoard's Text tab. Defaults to ``None``.
         clock: Seconds clock. Defaults to ``time.perf_counter``.
+        mode: ``"training"``, or ``"inference"`` for ``predict`` (the page "Tune: inference").
+        max_batch_latency_ms: Inference: largest p95 latency of one batch, ms. Default: none.
+        output_tolerance: Inference: output difference allowed, relative. Default: ``0.02``.
 
     Returns:
-        A frozen :class:`~tfthroughput.tuning.TuneResult`: ``print`` it for the table;
-        ``compile_kwargs``, ``apply(model)``, ``pipeline_kwargs`` and ``snippet`` apply it.
+        A frozen :class:`~tfthroughput.tuning.TuneResult` (``InferenceTuneResult`` in inference
+        mode): ``print`` it; ``compile_kwargs``, ``apply(model)``, ``snippet`` apply it.
 
     Raises:
-        TypeError: If ``build_model`` is no function returning a compiled model, or an
-            argument has the wrong type.
+        TypeError: If an argument has the wrong type (``build_model`` or what it returns).
         ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
             ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
         RuntimeError: If the model as given cannot be trained.
@@ -91,9 +95,11 @@ def tune(
     Example:
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
     """
-    arguments = TuneArguments(**locals())  # checked on creation: tuning/_arguments.py
-    settings = search_settings(arguments)
-    result = _search(arguments, settings)
+    given, inference = split_mode(locals())  # inference: None in training mode
+    if inference:
+        return tune_inference(**given, **inference)
+    arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
+    result = _search(arguments, search_settings(arguments))
     result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
     if arguments.log_dir is not None:
         result.write_to_tensorboard(arguments.log_dir)
@@ -103,8 +109,8 @@ def tune(
 def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
     """Run the trials, in a clean Keras session, with GPU-Util sampled where there is a GPU."""
     policy_in_force = keras.config.dtype_policy()
-    _clear_session(policy_in_force)
-    sampler = _gpu_sampler()
+    clear_session(policy_in_force)
+    sampler = gpu_sampler()
     try:
         search = Search(
             in_scope(arguments.build_model, arguments.strategy),
@@ -117,29 +123,9 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
     finally:
         if sampler is not None:
             sampler.stop()
-        _clear_session(policy_in_force)
+        clear_session(policy_in_force)
 
 
 def _examples_per_step(training: Any) -> int:
     x, _ = training.first_batch()
     return int(keras.tree.flatten(x)[0].shape[0])
-
-
-def _clear_session(policy: Any) -> None:
-    """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    if may_clear_session():
-        keras.backend.clear_session()
-    else:
-        gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
-    keras.config.set_dtype_policy(policy)
-
-
-def _gpu_sampler() -> Any:
-    """A started sampler of GPU-Util and SM activity, or ``None`` without a GPU."""
-    from tfthroughput.hardware.discovery import discover_sources
-    from tfthroughput.hardware.sampler import Sampler
-
-    discovery = discover_sources(["utilization_percent", "sm_activity_percent"], host=False)
-    if not discovery.sources:
-        return None
-    return Sampler(discovery.sources, interval=0.05).start()

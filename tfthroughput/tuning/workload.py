@@ -5,7 +5,8 @@ The contract: ``FUNCTION`` takes no arguments and returns either a dict of
 arrays or an unbatched dataset, ``batch_size``; ``callbacks``, ``precision`` and ``strategy``
 may be given too), or a tuple ``(build_model, data)`` or ``(build_model, data, batch_size)``.
 ``MODULE`` is an importable module name (``my_project.train``) or the path of a Python file
-(``train.py``); the current folder is searched first.
+(``train.py``); the current folder is searched first. With ``--inference``, ``data``
+is what ``predict`` takes (inputs only) and ``build_model`` may return an uncompiled model.
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ def load_workload(spec: str) -> dict[str, Any]:
             f"{sorted(WORKLOAD_KEYS)}"
         )
     return returned
+
+
+def inference_arguments(inference: bool, max_batch_latency_ms: float | None) -> dict[str, Any]:
+    """tune's arguments for ``--inference`` and ``--max-batch-latency-ms``.
+
+    Raises:
+        ValueError: If a latency limit is given without ``--inference``.
+    """
+    if not inference:
+        if max_batch_latency_ms is not None:
+            raise ValueError("--max-batch-latency-ms applies to --inference only")
+        return {}
+    return {"mode": "inference", "max_batch_latency_ms": max_batch_latency_ms}
 
 
 def _import(module_name: str) -> Any:
