@@ -1,18 +1,18 @@
 """tune's knob that moves a CPU augmentation into the training step: tried where the input is
 the limit, chosen when faster with the loss within tolerance, rejected when the loss diverges.
 
-As in tests/test_tuner.py, the input is made the limit by a sleep (2 ms per call of the
-augmentation: per example on the CPU, per batch in the step), not by a timing statistic.
+As in tests/test_tuner.py, no timing statistic decides: tune reads an injected clock, and each
+call of the augmentation charges it 2 ms (per example on the CPU, per batch in the step), each
+call of the model's train function 1 ms, so the input is the limit by construction.
 """
 
 from __future__ import annotations
-
-import time
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from fakes import CostClock, charge_calls
 
 from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.tuning import tune
@@ -28,16 +28,17 @@ X = RNG.normal(size=(256, 16)).astype("float32")
 Y = (X[:, :1] * 0.5).astype("float32")
 
 
-def _wait(value):
-    time.sleep(0.002)
-    return value
+def _noisy(scale_on_batches, clock=None):
+    """Per-element noise that costs 2 ms on ``clock`` a call; ``scale_on_batches`` scales it on
+    whole batches."""
 
-
-def _noisy(scale_on_batches):
-    """Per-element noise after a 2 ms wait; ``scale_on_batches`` scales it on whole batches."""
+    def wait(value):
+        if clock is not None:
+            clock.advance(0.002)
+        return value
 
     def augment(x, y):
-        waited = tf.reshape(tf.numpy_function(_wait, [x], tf.float32), tf.shape(x))
+        waited = tf.reshape(tf.numpy_function(wait, [x], tf.float32), tf.shape(x))
         scale = scale_on_batches if x.shape.rank == 2 else 1.0
         return waited + scale * tf.random.uniform(tf.shape(x), -0.01, 0.01), y
 
@@ -52,9 +53,14 @@ def _model():
     return model
 
 
-def _tune(augment):
-    dataset = build_pipeline((X, Y), augment_fn=augment, batch_size=8)
-    return tune(_model, dataset, max_steps_per_execution=1, **QUICK)
+def _tune(scale_on_batches):
+    clock = CostClock()
+    dataset = build_pipeline((X, Y), augment_fn=_noisy(scale_on_batches, clock), batch_size=8)
+
+    def build():
+        return charge_calls(_model(), clock, launch=0.0005, per_step=0.0005)
+
+    return tune(build, dataset, max_steps_per_execution=1, clock=clock, **QUICK)
 
 
 def _device_trial(result):
@@ -63,7 +69,7 @@ def _device_trial(result):
 
 
 def test_an_input_bound_cpu_augmentation_moves_into_the_step():
-    result = _tune(_noisy(1.0))
+    result = _tune(1.0)
     trial = _device_trial(result)
     assert trial.label == "augmentation in the training step"
     assert trial.status == FASTER, str(result)
@@ -74,7 +80,7 @@ def test_an_input_bound_cpu_augmentation_moves_into_the_step():
 
 
 def test_a_diverging_loss_is_rejected():
-    result = _tune(_noisy(100.0))  # on batches, the noise is 100x: another distribution
+    result = _tune(100.0)  # on batches, the noise is 100x: another distribution
     trial = _device_trial(result)
     assert trial.status == REJECTED, str(result)
     assert not trial.loss_check.passed
