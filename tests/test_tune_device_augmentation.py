@@ -53,12 +53,12 @@ def _model():
     return model
 
 
-def _tune(scale_on_batches):
+def _tune(scale_on_batches, per_step=0.0005):
     clock = CostClock()
     dataset = build_pipeline((X, Y), augment_fn=_noisy(scale_on_batches, clock), batch_size=8)
 
     def build():
-        return charge_calls(_model(), clock, launch=0.0005, per_step=0.0005)
+        return charge_calls(_model(), clock, launch=0.0005, per_step=per_step)
 
     return tune(build, dataset, max_steps_per_execution=1, clock=clock, **QUICK)
 
@@ -84,6 +84,13 @@ def test_a_diverging_loss_is_rejected():
     trial = _device_trial(result)
     assert trial.status == REJECTED, str(result)
     assert not trial.loss_check.passed
+    assert not result.chosen.augment_on_device
+
+
+def test_not_tried_where_the_model_is_the_limit():
+    # 100 ms a step against 16 ms of augmentation a batch: the input is not the limit.
+    result = _tune(1.0, per_step=0.1)
+    assert not [t for t in result.trials if t.setup.augment_on_device], str(result)
     assert not result.chosen.augment_on_device
 
 
