@@ -10,11 +10,22 @@ Workloads (CPU, TensorFlow backend):
 
 For each: `tune(...)`, then the baseline and the chosen setup are rebuilt and timed side by
 side (alternated, `--repeats` rounds of `--steps` steps, medians), independently of the
-search's own measurement. Run:
+search's own measurement.
 
-    TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune.py [--budget 90] [--repeats 5] [--steps 256]
+Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled models:
 
-The last line is a one-line summary with the three ratios.
+- predict launch-bound: the same 32-64-1 MLP, `predict` at its default batch 32;
+- predict compute-bound: a 1024-4096-1 MLP at batch 1024 on 2,048 examples (about 8.6 GFLOP
+  a batch; the batch can only double once), in float32 (`precision=False`: on a CPU with
+  AVX512-BF16 the recommended bfloat16 does help it, about 2x), where nothing should help.
+
+For each: the search, then the baseline and the chosen setup rebuilt and timed by plain
+`model.predict(x, batch_size=...)` calls over `--predict-examples` examples (what a batch job
+pays, its per-call set-up included), alternated for `--repeats` rounds. Run:
+
+    TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune.py [--mode both] [--budget 90] [--repeats 5]
+
+The last line is a one-line summary with the ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning import tune
 from tfthroughput.tuning._arguments import training_data
 from tfthroughput.tuning._measure import compare
@@ -79,6 +91,86 @@ WORKLOADS = {
 }
 
 
+def predict_mlp(features: int, hidden: tuple[int, ...]) -> keras.Model:
+    layers = [keras.Input((features,))]
+    layers += [keras.layers.Dense(width, activation="relu") for width in hidden]
+    return keras.Sequential([*layers, keras.layers.Dense(1)])  # predict needs no compile
+
+
+def predict_launch_bound():
+    return (lambda: predict_mlp(32, (64,))), arrays(16384, 32)[0], None
+
+
+def predict_compute_bound():
+    return (lambda: predict_mlp(1024, (4096,))), arrays(2048, 1024)[0], 1024
+
+
+# name -> (workload, batches of the baseline's timed run in tune, examples per timed predict
+# call of the side-by-side check as a fraction of --predict-examples, tune's precision)
+PREDICT_WORKLOADS = {
+    "predict launch-bound": (predict_launch_bound, 128, 1, None),
+    "predict compute-bound float32": (predict_compute_bound, 4, 1 / 8, False),
+}
+
+
+def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: int):
+    """Plain ``model.predict`` calls over ``examples`` examples, baseline and chosen setup
+    alternated: median examples/s of each and the per-round ratios."""
+    x = np.concatenate([x] * -(-examples // len(x)))[:examples]
+    keras.utils.set_random_seed(0)
+    base = build()
+    with mixed_precision(result.chosen.policy):
+        keras.utils.set_random_seed(0)
+        tuned = result.apply(build())
+    runs = {"base": (base, {"batch_size": batch_size}), "tuned": (tuned, result.predict_kwargs)}
+    for model, kwargs in runs.values():
+        model.predict(x[:4096], verbose=0, **kwargs)  # traced and compiled before timing
+    speeds = {"base": [], "tuned": []}
+    for index in range(repeats):
+        for name in ("base", "tuned") if index % 2 == 0 else ("tuned", "base"):
+            model, kwargs = runs[name]
+            start = time.perf_counter()
+            model.predict(x, verbose=0, **kwargs)
+            speeds[name].append(examples / (time.perf_counter() - start))
+    ratios = [t / b for t, b in zip(speeds["tuned"], speeds["base"], strict=True)]
+    median = lambda values: float(np.median(values))  # noqa: E731
+    return median(speeds["base"]), median(speeds["tuned"]), median(ratios), ratios
+
+
+def run_inference(args, ratios: dict) -> None:
+    for name, (make, steps, share, precision) in PREDICT_WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
+        build, x, batch_size = make()
+        start = time.perf_counter()
+        result = tune(
+            build,
+            x,
+            mode="inference",
+            batch_size=batch_size,
+            time_budget=args.budget,
+            steps=steps,
+            precision=precision,
+        )
+        search = time.perf_counter() - start
+        trials = len(result.trials)
+        print(f"\n=== {name}: tune(mode='inference') took {search:.1f} s ({trials} trials)")
+        print(result)
+        examples = int(args.predict_examples * share)
+        base, tuned, ratio, rounds = predict_side_by_side(
+            build, x, batch_size, result, examples, args.repeats
+        )
+        ratios[name] = ratio
+        print(
+            f"{name}: baseline predict {base:,.0f} examples/s, tuned "
+            f"({result.chosen.changes_from(result.baseline)}) {tuned:,.0f} examples/s: "
+            f"{ratio:.2f}x [{min(rounds):.2f}-{max(rounds):.2f}] over {args.repeats} alternated "
+            f"predict calls of {examples} examples; search's own "
+            f"{result.speedup:.2f}x; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
+        )
+        keras.backend.clear_session()
+
+
 def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
     """Baseline vs chosen setup, rebuilt and timed alternately: medians of examples/s."""
     training = training_data(data, batch_size)
@@ -111,10 +203,21 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=90.0, help="tune's time budget, s")
     parser.add_argument("--repeats", type=int, default=5, help="alternated A/B rounds")
     parser.add_argument("--steps", type=int, default=256, help="steps per timed run")
+    parser.add_argument(
+        "--mode", choices=("training", "inference", "both"), default="both", help="what to tune"
+    )
+    parser.add_argument(
+        "--predict-examples", type=int, default=65536, help="examples per timed predict call"
+    )
+    parser.add_argument("--only", default=None, help="run the workloads whose name has this")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     ratios = {}
-    for name, (make, steps) in WORKLOADS.items():
+    if args.mode in ("inference", "both"):
+        run_inference(args, ratios)
+    for name, (make, steps) in WORKLOADS.items() if args.mode != "inference" else ():
+        if args.only and args.only not in name:
+            continue
         build, data, batch_size = make()
         start = time.perf_counter()
         result = tune(build, data, batch_size=batch_size, time_budget=args.budget, steps=steps)

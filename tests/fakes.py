@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 
@@ -52,3 +53,54 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class CostClock(FakeClock):
+    """A :class:`FakeClock` that several threads may advance (a fit loop and tf.data's
+    threads charging their known costs to it)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        super().__init__(start)
+        self._lock = threading.Lock()
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def charge_calls(model, clock: FakeClock, *, launch: float, per_step: float, kind: str = "train"):
+    """Make every call of ``model``'s train (or predict) function cost a known time on ``clock``.
+
+    Keras calls the function once per ``steps_per_execution`` steps, so a call costs ``launch``
+    (the fixed cost of a call) plus ``per_step`` for each step it runs: the shape of a
+    launch-bound or a compute-bound model, without timing the real one.
+
+    Args:
+        model: A Keras model.
+        clock: The clock charged, the one given to the code under test.
+        launch: Seconds per call.
+        per_step: Seconds per step of a call.
+        kind: ``"train"`` or ``"predict"``.
+
+    Returns:
+        ``model``, whose ``make_<kind>_function`` now wraps what Keras builds.
+    """
+    make = getattr(model, f"make_{kind}_function")
+    attribute = f"{kind}_function"
+
+    def make_charged(force=False):
+        make(force)
+        inner = getattr(model, attribute)
+        if getattr(inner, "charged", False):
+            return inner
+
+        def charged(*args, **kwargs):
+            clock.advance(launch + per_step * int(model.steps_per_execution))
+            return inner(*args, **kwargs)
+
+        charged.charged = True
+        setattr(model, attribute, charged)
+        return charged
+
+    setattr(model, f"make_{kind}_function", make_charged)
+    return model

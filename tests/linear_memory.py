@@ -97,7 +97,7 @@ def search(budget_bytes: int) -> dict:
         memory_limit_mib=(settled_rss() + budget_bytes) // 2**20,
     )
     return {
-        "trials": [[t.batch_size, t.memory_bytes, t.fits] for t in result.trials],
+        "trials": [[t.batch_size, t.memory_mib * 2**20, t.fits] for t in result.trials],
         "largest_fitting": result.largest_fitting,
         "text": str(result),
     }

@@ -190,7 +190,7 @@ def test_real_run_with_a_dataset_function_and_a_memory_ceiling():
     )
     assert result.largest_fitting == 8
     # Each trial's own memory is reported, in the result and its table.
-    assert all(t.memory_bytes > 0 for t in result.trials)
+    assert all(t.memory_mib > 0 for t in result.trials)
     assert "examples/s  added MiB" in str(result)
 
 
@@ -323,3 +323,6 @@ def test_model_and_data_guards():
         find_batch_size(_build, lambda b: [b])
     with pytest.raises(TypeError, match="`build_model` must return a compiled keras.Model"):
         find_batch_size(lambda: "model", _examples())
+    uncompiled = lambda: keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])  # noqa: E731
+    with pytest.raises(ValueError, match=r"call model\.compile\(\.\.\.\) inside it"):
+        find_batch_size(uncompiled, _examples())

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import tensorflow as tf
+from fakes import CostClock
 
 from tfthroughput import benchmark_dataset
 from tfthroughput.data import DatasetBenchmark
@@ -64,41 +63,55 @@ def test_a_single_batch_is_rated_over_the_whole_time():
 BATCH, BATCHES, DELAY, CLOSE = 4, 15, 0.02, 0.5
 
 
-def _slow_to_close():
-    """A source that takes DELAY per batch and CLOSE to release itself (a connection, say)."""
-    try:
-        for i in range(BATCHES):
-            time.sleep(DELAY)
-            yield np.full((BATCH,), i)
-    finally:
-        time.sleep(CLOSE)
+def _slow_to_close(clock: CostClock):
+    """A source that costs DELAY per batch and CLOSE to release itself (a connection, say), on
+    ``clock``: known costs instead of sleeps, so the rates are exact."""
+
+    def generate():
+        try:
+            for i in range(BATCHES):
+                clock.advance(DELAY)
+                yield np.full((BATCH,), i)
+        finally:
+            clock.advance(CLOSE)
+
+    return generate
 
 
-def _check_rate(result):
+def _check_rate(dataset, **kwargs):
+    clock = CostClock()
+    result = benchmark_dataset(dataset(clock), clock=clock, **kwargs)
     assert result.num_batches == BATCHES
-    # Without the close the rate is at most 1 / DELAY; timing the close as well would give
-    # 14 / (14 * 0.02 + 0.5) = 18 batches/s, far under the bound below.
-    assert 0.6 / DELAY < result.batches_per_second <= 1.0 / DELAY
-    assert result.total_seconds < BATCHES * DELAY + CLOSE / 2
+    # Timing the close as well would give 14 / (14 * 0.02 + 0.5) = 18 batches/s.
+    assert result.first_batch_seconds == pytest.approx(DELAY)
+    assert result.total_seconds == pytest.approx(BATCHES * DELAY)
+    assert result.batches_per_second == pytest.approx(1.0 / DELAY)
     # The same interval for both rates: examples/s is batches/s times the batch size.
-    assert result.elements_per_second == pytest.approx(BATCH * result.batches_per_second)
+    assert result.elements_per_second == pytest.approx(BATCH / DELAY)
+    assert clock() == pytest.approx(BATCHES * DELAY + CLOSE)  # the close did happen, later
+
+
+def _generated(clock: CostClock):
+    spec = tf.TensorSpec((BATCH,), tf.int64)
+    dataset = tf.data.Dataset.from_generator(_slow_to_close(clock), output_signature=spec)
+    # Costs on one clock add up as if run one after the other: tf.data's injected prefetch
+    # would run the generator's end (and its close) ahead, beside the last batch's delivery.
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    return dataset.with_options(options)
 
 
 def test_a_source_slow_to_signal_its_end_is_timed_to_its_last_batch():
-    spec = tf.TensorSpec((BATCH,), tf.int64)
-    dataset = tf.data.Dataset.from_generator(_slow_to_close, output_signature=spec)
-    assert dataset.cardinality() == tf.data.UNKNOWN_CARDINALITY  # read to its end
-    _check_rate(benchmark_dataset(dataset))
+    assert _generated(CostClock()).cardinality() == tf.data.UNKNOWN_CARDINALITY  # read to its end
+    _check_rate(_generated)
 
 
 def test_a_source_slow_to_shut_down_is_timed_to_its_last_batch():
-    spec = tf.TensorSpec((BATCH,), tf.int64)
-    dataset = tf.data.Dataset.from_generator(_slow_to_close, output_signature=spec)
-    counted = dataset.apply(tf.data.experimental.assert_cardinality(BATCHES))
     # The count is known: no request after the last batch; the iterator shuts down (closing
     # the generator) after the clock stopped.
-    _check_rate(benchmark_dataset(counted))
-    _check_rate(benchmark_dataset(dataset, num_batches=BATCHES))
+    counted = tf.data.experimental.assert_cardinality(BATCHES)
+    _check_rate(lambda clock: _generated(clock).apply(counted))
+    _check_rate(_generated, num_batches=BATCHES)
 
 
 def test_num_batches_limits_an_infinite_dataset():

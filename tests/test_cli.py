@@ -119,10 +119,11 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith(
-        f"Replacing the previous demo's runs in {log_dir}: naive, build_pipeline\n"
+        f"Replacing the previous demo's runs in {log_dir}: naive, build_pipeline, tune\n"
     )
     assert "[1/4] Reusing 96 JPEGs" in again.stdout
     assert "Tuning a small" not in again.stdout
+    assert not (log_dir / "tune").exists()  # the first demo's tune run went with the others
     # Fresh runs: one epoch each, no line jumping back to an earlier run's steps.
     for run in ("naive", "build_pipeline"):
         hardware = read_scalars(log_dir / run / "hardware")

@@ -31,7 +31,10 @@ EPOCHS = 3
 GLOBAL_BATCH = 32
 STEPS_PER_EPOCH = 4
 INPUT_SLEEP = 0.01  # seconds per example, worker 1 only
-DEADLINE = 120  # seconds for the whole cluster; every process is killed past it
+# Seconds for the whole cluster; every process is killed past it. Generous: on a fresh venv
+# both workers compile TensorFlow's modules at their first import, on a machine running the
+# suite's other tests.
+DEADLINE = 300
 
 # Keras 3.15's own train step cannot run under MultiWorkerMirroredStrategy: it reduces the
 # data batch and the scalar loss with calls that collective all-reduce rejects
@@ -212,7 +215,7 @@ def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(cluste
         )
         assert dict(cluster["straggler/lead_percent"])[epoch] >= 10.0
     exchange = [seconds for _, seconds in cluster["cluster/exchange_seconds"]]
-    assert len(exchange) == EPOCHS and all(0 < seconds < 5 for seconds in exchange)
+    assert len(exchange) == EPOCHS and all(0 < seconds < 30 for seconds in exchange)  # no hang
 
 
 @pytest.mark.slow

@@ -169,7 +169,8 @@ def tensorboard_server(tmp_path):
         process.wait(timeout=30)
 
 
-def _wait_for(server: str, path: str, ready, timeout: float = 90):
+# From when a test first asks: a cold TensorBoard on a fresh venv compiles its modules first.
+def _wait_for(server: str, path: str, ready, timeout: float = 300):
     deadline = time.monotonic() + timeout
     while True:
         try:

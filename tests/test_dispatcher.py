@@ -36,7 +36,7 @@ def test_returns_the_workers_once_as_many_as_asked_have_registered():
         start = time.monotonic()
         with pytest.raises(DataServiceUnavailable, match="with 1 of 2 workers registered"):
             dispatcher_workers(address, count=2, timeout=1.0)
-        assert 1.0 <= time.monotonic() - start < 5
+        assert 1.0 <= time.monotonic() - start < 20  # the timeout, then a reply: not a hang
     finally:
         late.join()
         for worker in workers:
@@ -51,7 +51,7 @@ def test_a_silent_server_fails_after_the_timeout():
         start = time.monotonic()
         with pytest.raises(DataServiceUnavailable, match="within 1.5 s"):
             dispatcher_workers(f"127.0.0.1:{silent.getsockname()[1]}", timeout=1.5)
-        assert 1.5 <= time.monotonic() - start < 5
+        assert 1.5 <= time.monotonic() - start < 20  # the timeout, then a reply: not a hang
 
 
 def test_dispatcher_workers_refuses_bad_arguments():

@@ -453,8 +453,7 @@ def test_sample_buffers_as_scripted(fake_nvml_dir):
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
         lib = pynvml.nvmlLib
         lib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
-        origin = lib.fakeNvmlSamplesOrigin()
-        time.sleep(0.35)  # samples 0 and 1 (period 0.2 s) exist; capacity 4
+        origin = lib.fakeNvmlSamplesOrigin()  # 70 s ago: samples 0 and 1 exist, 2 in 50 s
         size = ctypes.c_uint(0)
         kind = ctypes.c_uint(0)
         ret = lib.nvmlDeviceGetSamples(h, 1, ctypes.c_ulonglong(0), ctypes.byref(kind),
@@ -466,7 +465,7 @@ def test_sample_buffers_as_scripted(fake_nvml_dir):
         out["newer"] = [[s.timeStamp - origin, s.sampleValue.uiVal] for s in newer]
         for name, kind in [("none_new", 1), ("power", 0), ("memory", 2)]:
             try:
-                pynvml.nvmlDeviceGetSamples(h, kind, origin + 200000)
+                pynvml.nvmlDeviceGetSamples(h, kind, origin + 60_000_000)
             except pynvml.NVMLError as e:
                 out[name] = type(e).__name__
         out["point"] = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
@@ -478,13 +477,15 @@ def test_sample_buffers_as_scripted(fake_nvml_dir):
             "FAKE_NVML_SAMPLES_GPU": "7,9",
             "FAKE_NVML_SAMPLES_MEMORY": "5",
             "FAKE_NVML_SAMPLES_CAPACITY": "4",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "60000",
+            "FAKE_NVML_SAMPLES_BACKDATE_MS": "70000",
             "FAKE_NVML_UTILIZATION_GPU": "3",
         },
     )
     assert out == {
         "size_query": [0, 4],  # "how many can be queried": the capacity
-        "all": [1, [0, 7], [200000, 9]],  # NVML_VALUE_TYPE_UNSIGNED_INT, oldest first
-        "newer": [[200000, 9]],
+        "all": [1, [0, 7], [60_000_000, 9]],  # NVML_VALUE_TYPE_UNSIGNED_INT, oldest first
+        "newer": [[60_000_000, 9]],
         "none_new": "NVMLError_NotFound",
         "power": "NVMLError_NotSupported",  # no script: no buffer
         "memory": "NVMLError_NotFound",
@@ -504,19 +505,54 @@ def test_sample_buffer_is_bounded(fake_nvml_dir):
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(1)
         pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
-        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()
-        time.sleep(0.25)  # samples 0..4 at 50 ms; the buffer keeps the newest 3
+        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()  # 280 s ago: samples 0..4 exist
         _, samples = pynvml.nvmlDeviceGetSamples(h, 0, 0)
-        print(json.dumps([(s.timeStamp - origin) // 50000 for s in samples]))
+        print(json.dumps([(s.timeStamp - origin) // 60_000_000 for s in samples]))
         """,
         fake_nvml_dir,
         env={
             "FAKE_NVML_SAMPLES_POWER": "1",
-            "FAKE_NVML_SAMPLES_PERIOD_MS": "50",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "60000",
+            "FAKE_NVML_SAMPLES_BACKDATE_MS": "280000",
             "FAKE_NVML_SAMPLES_CAPACITY": "3",
         },
     )
-    assert out in ([2, 3, 4], [3, 4, 5])  # a sixth sample may have come by the call
+    assert out == [2, 3, 4]  # the newest 3; the sixth sample is 20 s away
+
+
+@pytest.mark.parametrize("replay", ["0", "1"])
+def test_a_replaying_buffer_returns_seen_samples_again(fake_nvml_dir, replay):
+    out = _run_json(
+        """
+        import ctypes
+        import json
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        pynvml.nvmlLib.fakeNvmlSamplesOrigin.restype = ctypes.c_ulonglong
+        origin = pynvml.nvmlLib.fakeNvmlSamplesOrigin()
+        reads = []
+        for last_seen in (0, origin, origin + 1):  # none, sample 0's timestamp, after it
+            try:
+                _, samples = pynvml.nvmlDeviceGetSamples(h, 1, last_seen)
+                reads.append([[s.timeStamp - origin, s.sampleValue.uiVal] for s in samples])
+            except pynvml.NVMLError as e:
+                reads.append(type(e).__name__)
+        print(json.dumps(reads))
+        """,
+        fake_nvml_dir,
+        # One sample a minute: only sample 0 exists during the test, whatever the machine's load.
+        env={
+            "FAKE_NVML_SAMPLES_GPU": "7",
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "60000",
+            "FAKE_NVML_SAMPLES_REPLAY": replay,
+        },
+    )
+    if replay == "1":  # sample 0 again, its timestamp reused, however recent lastSeenTimeStamp
+        assert out == [[[0, 7]], [[0, 7]], [[0, 7]]]
+    else:
+        assert out == [[[0, 7]], "NVMLError_NotFound", "NVMLError_NotFound"]
 
 
 _ENERGY = """

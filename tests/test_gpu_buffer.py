@@ -57,9 +57,10 @@ buffer = SampleBuffer(pynvml, handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
 reads = []
 for pause in (0.0, 1.1, 0.0):
     time.sleep(pause)
+    before = clock()
     samples = buffer.read()
     now = clock()
-    reads.append({"samples": samples, "now_since_origin": now - origin})
+    reads.append({"samples": samples, "before": before - origin, "now_since_origin": now - origin})
 emit({"reads": reads, "supported": buffer.supported, "calls": lib.fakeNvmlUtilizationCallCount(0)})
 """
 
@@ -78,7 +79,10 @@ def test_a_buffer_returns_each_sample_once_with_its_age(fake_nvml_dir, clock):
     first, filled, again = out["reads"]
     assert first["samples"] == [[pytest.approx(first["samples"][0][0]), 100.0]]  # sample 0
     # After 1.1 s samples 0..5 exist; the buffer holds the newest 3, sample 0 was seen.
-    newest = int(filled["now_since_origin"] / 0.2)
+    # The read happened between `before` and `now`, and a sample period may end in between:
+    # the newest sample is the one its age points at, a sample taken by then.
+    newest = round((filled["now_since_origin"] - filled["samples"][-1][0]) / 0.2)
+    assert int(filled["before"] / 0.2) <= newest <= int(filled["now_since_origin"] / 0.2)
     assert newest >= 5
     ks = [newest - 2, newest - 1, newest]
     assert [value for _, value in filled["samples"]] == [100.0 if k % 5 == 0 else 0.0 for k in ks]
@@ -94,6 +98,45 @@ def test_a_gpu_without_the_buffer_is_asked_once(fake_nvml_dir):
     out = run_json_with_fake_nvml(_READS, fake_nvml_dir)  # no script: not supported
     assert [read["samples"] for read in out["reads"]] == [None, None, None]
     assert out["supported"] is False
+
+
+# Reads GPU-Util samples of device 0 through a SampleBuffer, four times with pauses between.
+_REPLAYED_READS = """
+import time
+import pynvml
+from tfthroughput.hardware.nvml import nvml
+from tfthroughput.hardware.gpu_buffer import SampleBuffer
+
+nvml()
+handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+buffer = SampleBuffer(pynvml, handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES)
+reads = []
+for pause in (0.0, 0.3, 0.0, 0.3):
+    time.sleep(pause)
+    reads.append([value for _, value in buffer.read()])
+emit(reads)
+"""
+
+
+def test_samples_a_buffer_returns_again_are_dropped(fake_nvml_dir):
+    # A ring buffer that returns all it holds on every call (NVML does so when asked with a
+    # timestamp older than the buffer): each read repeats the samples of the reads before.
+    # Sample k has the value k (k < 200), so the reads together must be 0, 1, 2, ... once each.
+    out = run_json_with_fake_nvml(
+        _REPLAYED_READS,
+        fake_nvml_dir,
+        env={
+            "FAKE_NVML_SAMPLES_GPU": ",".join(str(k) for k in range(200)),
+            "FAKE_NVML_SAMPLES_PERIOD_MS": "50",
+            "FAKE_NVML_SAMPLES_CAPACITY": "200",  # 10 s: the reads lose nothing to the ring
+            "FAKE_NVML_SAMPLES_REPLAY": "1",
+        },
+    )
+    seen = [value for read in out for value in read]
+    assert seen == [float(k) for k in range(len(seen))], out
+    first, after_pause, _, after_another = out
+    assert first[0] == 0.0
+    assert after_pause and after_another, out  # 0.3 s at 50 ms: new samples after each pause
 
 
 # A BufferedQuery over the point query of utilization: one buffer per selected metric.

@@ -85,8 +85,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle():
     graph = import_graph(PACKAGE)
+    assert "tfthroughput.monitor.monitor_lifecycle" in graph["tfthroughput.monitor.gpu_monitor"]
     assert {"tfthroughput.hardware.discovery", "tfthroughput.monitor.fit_watch"} <= graph[
-        "tfthroughput.monitor.gpu_monitor"
+        "tfthroughput.monitor.monitor_lifecycle"
     ]
     assert find_cycle(graph) is None
 
@@ -229,4 +230,65 @@ def test_the_layering_check_catches_an_upward_import():
     assert layering_offences(graph) == [
         "tfthroughput._validation imports tfthroughput.hardware.source",
         "tfthroughput.data.pipeline imports tfthroughput.monitor.gpu_monitor",
+    ]
+
+
+def private_import_offences(package: Path) -> list[str]:
+    """``"module imports target"`` for each import of another room's private module
+    (``<room>._x``) or private name (``from <room>.x import _y``), relative, function-local and
+    ``import a.b`` forms alike. A room is a subpackage; the top-level private helpers
+    (``tfthroughput._validation``, ...) are open to every room, and each room's own privates
+    to itself."""
+    offences = []
+    for path in sorted(package.rglob("*.py")):
+        this = module_name(path, package.parent)
+        room = _room(this)
+        parent = this if path.name == "__init__.py" else this.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imports = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = parent.rsplit(".", node.level - 1)[0] if node.level > 1 else parent
+                    base = f"{anchor}.{base}" if base else anchor
+                imports = [(base, alias.name) for alias in node.names]
+            else:
+                continue
+            for target, name in imports:
+                parts = target.split(".")
+                if parts[0] != package.name or len(parts) < 2 or _room(target) == room:
+                    continue
+                if not (package / parts[1]).is_dir():
+                    continue  # a top-level module: its helpers serve every room
+                private = any(part.startswith("_") for part in parts[2:])
+                if private or (name is not None and name.startswith("_")):
+                    offences.append(f"{this} imports {target}{'.' + name if name else ''}")
+    return offences
+
+
+def test_no_room_imports_another_rooms_private_module_or_name():
+    offences = private_import_offences(PACKAGE)
+    assert offences == []
+
+
+def test_the_private_import_check_sees_every_form(tmp_path):
+    package = tmp_path / "pkg"
+    for room in ("low", "high"):
+        (package / room).mkdir(parents=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "_shared.py").write_text("def helper(): ...\n")
+    (package / "low" / "_inner.py").write_text("from pkg.low.face import _own\n")
+    (package / "high" / "use.py").write_text(
+        "import pkg.low._inner\n"
+        "from pkg._shared import helper\n"
+        "from pkg.low.face import public, _hidden\n"
+        "def later():\n"
+        "    from ..low._inner import thing\n"
+    )
+    assert private_import_offences(package) == [
+        "pkg.high.use imports pkg.low._inner",
+        "pkg.high.use imports pkg.low.face._hidden",
+        "pkg.high.use imports pkg.low._inner.thing",
     ]

@@ -176,7 +176,7 @@ def test_the_end_of_fit_does_not_wait_for_a_silent_server(tmp_path, monkeypatch)
         fit_seconds = time.monotonic() - started
         assert not sink.wait_until_sent(timeout=0.2)  # the first send still waits
     assert len(history.history["loss"]) == 2
-    assert fit_seconds < 15, fit_seconds
+    assert fit_seconds < 20, fit_seconds  # the close_timeout: what waiting would take at least
     assert sink.dropped_metrics > 0
     assert [str(w.message) for w in caught if "MLflowSink" in str(w.message)] == [
         f"MLflowSink could not log to run {run_id} (the tracking server took longer than "

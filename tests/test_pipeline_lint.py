@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tfthroughput.data._rewrites import schedulable_cores
 from tfthroughput.data.autotune import measure_pipeline
-from tfthroughput.data.lint import LintFinding, PipelineLint, lint_pipeline
+from tfthroughput.data.lint import LintFinding, PipelineLint, lint_pipeline, random_stages
 from tfthroughput.data.pipeline import build_pipeline
 
 
@@ -129,6 +129,15 @@ def test_cache_after_a_random_map_and_after_batch():
     batched = _only(lint_pipeline(_range().batch(8).cache().prefetch(1)), "cache-after-batch")
     assert "caches whole batches from stage 2: batch (BatchDatasetV2)" in batched.problem
     assert ".cache().shuffle(...).batch(...)" in batched.fix
+
+
+def test_random_stages_are_the_shuffles_and_the_maps_with_random_ops():
+    dataset = _range().map(jitter).shuffle(8, seed=1).map(double).batch(4)
+    assert random_stages(dataset) == (
+        "stage 2: map(jitter) (MapDataset)",
+        "stage 3: shuffle (ShuffleDatasetV3)",
+    )
+    assert random_stages(_range().map(double).batch(4)) == ()
 
 
 def test_shuffle_after_batch_and_shuffle_buffer_smaller_than_a_batch():

@@ -9,8 +9,8 @@ import pytest
 
 from tfthroughput.precision.precision_recommendation import (
     DeviceDescription,
-    _read_cpu_flags,
     describe_devices,
+    read_cpu_flags,
     recommend_precision,
 )
 
@@ -124,22 +124,22 @@ def test_read_cpu_flags_x86_and_arm(tmp_path):
         "processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: fpu avx512f avx512_bf16\n\n"
         "processor\t: 1\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: fpu\n"
     )
-    assert _read_cpu_flags(str(x86)) == (
+    assert read_cpu_flags(str(x86)) == (
         "Intel(R) Xeon(R)",
         frozenset({"fpu", "avx512f", "avx512_bf16"}),
     )
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU part\t: 0xd40\n")
-    name, flags = _read_cpu_flags(str(arm))
+    name, flags = read_cpu_flags(str(arm))
     assert name == ""
     assert DeviceDescription("CPU", cpu_flags=flags).supports_bfloat16
-    assert _read_cpu_flags(str(tmp_path / "missing")) == ("", frozenset())
+    assert read_cpu_flags(str(tmp_path / "missing")) == ("", frozenset())
 
 
 def test_describe_devices_sees_this_cpu():
     devices = describe_devices()
     assert devices[-1].kind == "CPU"
-    assert devices[-1].cpu_flags == _read_cpu_flags()[1]
+    assert devices[-1].cpu_flags == read_cpu_flags()[1]
     # The real machine's recommendation is one of the documented outcomes.
     assert recommend_precision().policy in ("float32", "mixed_float16", "mixed_bfloat16")
 

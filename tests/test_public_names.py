@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 import re
@@ -27,6 +26,42 @@ FACES = (
 # Public callable -> its parameter names, in order. A change here is an API change: update the
 # docs and the rules below with it.
 PINNED = {
+    "InferenceTrial": (
+        "setup",
+        "label",
+        "status",
+        "examples_per_second",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "noise",
+        "rounds_won",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "warmup_seconds",
+        "memory_mib",
+        "gpu_utilization",
+        "sm_activity",
+        "output_check",
+        "reason",
+    ),
+    "InferenceTuneResult": (
+        "baseline",
+        "chosen",
+        "trials",
+        "seconds",
+        "time_budget",
+        "stopped_by_budget",
+        "max_batch_latency_ms",
+        "notes",
+    ),
+    "OutputCheck": (
+        "max_abs_difference",
+        "max_rel_difference",
+        "same_arithmetic",
+        "tolerance",
+        "examples",
+    ),
     "LossCheck": ("baseline_loss", "loss", "same_arithmetic", "tolerance"),
     "TuneResult": (
         "baseline",
@@ -37,8 +72,23 @@ PINNED = {
         "stopped_by_budget",
         "pipeline_kwargs",
         "notes",
+        "distribution",
     ),
-    "TuneSetup": ("steps_per_execution", "jit_compile", "policy", "pipeline", "batch_size"),
+    "TuneDistribution": (
+        "strategy",
+        "replicas",
+        "devices",
+        "baseline_batch_size",
+        "chosen_batch_size",
+    ),
+    "TuneSetup": (
+        "steps_per_execution",
+        "jit_compile",
+        "policy",
+        "pipeline",
+        "batch_size",
+        "augment_on_device",
+    ),
     "TuneTrial": (
         "setup",
         "label",
@@ -50,7 +100,7 @@ PINNED = {
         "noise",
         "rounds_won",
         "warmup_seconds",
-        "memory_bytes",
+        "memory_mib",
         "gpu_utilization",
         "sm_activity",
         "loss_check",
@@ -65,6 +115,7 @@ PINNED = {
         "steps",
         "rounds",
         "callbacks",
+        "strategy",
         "precision",
         "pipeline",
         "xla",
@@ -74,9 +125,12 @@ PINNED = {
         "seed",
         "log_dir",
         "clock",
+        "mode",
+        "max_batch_latency_ms",
+        "output_tolerance",
     ),
     "BatchSizeSearch": ("largest_fitting", "fastest", "trials", "reached_max", "complete"),
-    "BatchSizeTrial": ("batch_size", "fits", "examples_per_second", "reason", "memory_bytes"),
+    "BatchSizeTrial": ("batch_size", "fits", "examples_per_second", "reason", "memory_mib"),
     "benchmark_dataset": ("dataset", "num_batches", "batched", "clock"),
     "build_pipeline": (
         "source",
@@ -86,6 +140,7 @@ PINNED = {
         "preprocess_fn",
         "augment_fn",
         "batch_fn",
+        "augment_on",
         "cache",
         "shuffle_buffer",
         "repeat",
@@ -110,6 +165,7 @@ PINNED = {
     ),
     "default_sources": ("metrics",),
     "describe_devices": (),
+    "DeviceAugmented": ("model", "dataset", "kwargs"),
     "describe_pipeline": ("dataset", "measure"),
     "DeviceDescription": ("kind", "name", "compute_capability", "cpu_flags"),
     "diagnose": (
@@ -209,7 +265,16 @@ PINNED = {
     "MetricStats": ("mean", "min", "max", "p95", "count", "samples"),
     "mixed_precision": ("policy", "devices"),
     "NVMLGPUSource": ("pynvml", "device", "metrics"),
-    "PipelineDescription": ("source", "stages", "options", "element_spec", "measurement"),
+    "PipelineDescription": (
+        "source",
+        "stages",
+        "options",
+        "element_spec",
+        "measurement",
+        "bytes_per_batch",
+        "device_functions",
+        "model_bytes_per_batch",
+    ),
     "PipelineLint": ("stages", "findings", "runtime"),
     "PipelineMeasurement": ("num_batches", "seconds", "stages", "runtime"),
     "PipelineStage": ("transformation", "function", "arguments", "reason"),
@@ -245,7 +310,6 @@ PINNED = {
         "share",
     ),
     "TimedSamples": ("args", "kwargs"),
-    "visible_gpus": ("pynvml",),
     "WindowStats": ("stats", "start", "end", "buffer_samples", "totals"),
     "with_gradient_accumulation": ("optimizer", "gradient_accumulation_steps"),
     "write_report": ("log_dir", "output"),
@@ -278,26 +342,20 @@ def _all_parameters(signatures: dict[str, tuple[str, ...]]) -> set[tuple[str, st
     return {(name, parameter) for name, params in signatures.items() for parameter in params}
 
 
-MEMORY_QUANTITY = re.compile(r"(memory|ram)_(limit|budget)|_(mb|bytes|gb|gib)$")
+MEMORY_QUANTITY = re.compile(r"(memory|ram)_(limit|budget)|_(mb|bytes|gb|gib|kib)$|^memory$")
 
 
-def naming_offences(
-    signatures: dict[str, tuple[str, ...]], results: frozenset[str] = frozenset()
-) -> list[str]:
-    """The rules: ``log_dir`` for a log folder, memory limits and budgets in MiB
-    (``..._mib``; ``results``, the frozen result types, report measured bytes and are left
-    out of this one), ``num_batches`` for a count of batches, and no ``metrics`` argument on a
-    Keras callback (it would read as Keras's ``compile(metrics=...)``)."""
+def naming_offences(signatures: dict[str, tuple[str, ...]]) -> list[str]:
+    """The rules: ``log_dir`` for a log folder; memory in MiB wherever a user types or reads it
+    in Python (arguments, limits and budgets, and the fields of the result types alike, all
+    named ``..._mib``); ``num_batches`` for a count of batches; and no ``metrics`` argument on
+    a Keras callback (it would read as Keras's ``compile(metrics=...)``)."""
     offences = []
     for name, parameter in sorted(_all_parameters(signatures)):
         if parameter in {"logdir", "log_folder", "logs_dir"}:
             offences.append(f"{name}({parameter}): say log_dir")
-        if (
-            name not in results
-            and MEMORY_QUANTITY.search(parameter)
-            and not parameter.endswith("_mib")
-        ):
-            offences.append(f"{name}({parameter}): memory arguments are in MiB, named ..._mib")
+        if MEMORY_QUANTITY.search(parameter) and not parameter.endswith("_mib"):
+            offences.append(f"{name}({parameter}): memory is in MiB, named ..._mib")
         if parameter in {"batches", "n_batches", "batch_count"}:
             offences.append(f"{name}({parameter}): say num_batches")
     callbacks = {"GPUMonitor", "ProfileSteps", "DipTrigger"}
@@ -309,18 +367,24 @@ def naming_offences(
     return offences
 
 
-def result_types() -> frozenset[str]:
-    modules = [importlib.import_module(f"tfthroughput.{face}") for face in FACES]
-    return frozenset(
-        name
-        for module in modules
-        for name in module.__all__
-        if dataclasses.is_dataclass(getattr(module, name))
-    )
-
-
 def test_public_arguments_follow_the_naming_rules():
-    assert naming_offences(public_signatures(), result_types()) == []
+    assert naming_offences(public_signatures()) == []
+
+
+def test_memory_charts_are_in_gib_and_say_so():
+    """TensorBoard's memory charts keep GiB (their tags are what dashboards, MLflow metric
+    histories, Prometheus series and reports of older runs are keyed by); each names its unit."""
+    from tfthroughput.hardware.metrics import GPU_METRICS, HOST_METRICS
+
+    memory = [m for m in GPU_METRICS + HOST_METRICS if re.search(r"memory|rss", m.name)]
+    amounts = [m for m in memory if not m.name.endswith("_percent")]
+    assert {m.name for m in amounts} == {
+        "memory_used_gib",
+        "process_memory_used_gib",
+        "memory_reserved_gib",
+        "process_rss_gib",
+    }
+    assert all(m.unit == "GiB" and m.name.endswith("_gib") for m in amounts)
 
 
 @pytest.mark.parametrize(
@@ -329,6 +393,8 @@ def test_public_arguments_follow_the_naming_rules():
         ({"measure_pipeline": ("dataset", "logdir")}, "measure_pipeline(logdir): say log_dir"),
         ({"configure_gpus": ("memory_limit_mb",)}, "configure_gpus(memory_limit_mb)"),
         ({"build_pipeline": ("ram_budget",)}, "build_pipeline(ram_budget)"),
+        ({"BatchSizeTrial": ("memory_bytes",)}, "BatchSizeTrial(memory_bytes): memory is in MiB"),
+        ({"TuneTrial": ("memory",)}, "TuneTrial(memory): memory is in MiB"),
         ({"measure_pipeline": ("batches",)}, "measure_pipeline(batches): say num_batches"),
         ({"GPUMonitor": ("log_dir", "metrics")}, "GPUMonitor(metrics): clashes"),
     ],

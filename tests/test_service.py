@@ -244,7 +244,7 @@ def test_the_builders_guards_still_refuse_before_any_contact():
         build_pipeline(tf.data.Dataset.range(3).repeat(), cache=True, service=dead)
     with pytest.raises(ValueError, match="must return the same structure"):
         build_pipeline((X, Y), augment_fn=lambda x, y: x, service=dead)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 20  # any contact would have waited the 30 s timeout
 
 
 @pytest.mark.parametrize(
@@ -275,15 +275,15 @@ def test_nothing_listening_fails_the_build_after_the_timeout():
     with pytest.raises(DataServiceUnavailable, match="No tf.data service dispatcher") as error:
         build_pipeline((X, Y), service=DataService(address, timeout=1.5))
     elapsed = time.monotonic() - start
-    assert 1.5 <= elapsed < 5, elapsed
+    assert 1.5 <= elapsed < 20, elapsed  # the timeout, then a reply: not a hang
     assert "UNAVAILABLE" in str(error.value) and "tfthroughput service" in str(error.value)
 
 
 def test_a_workers_address_is_named_as_not_a_dispatcher(one_worker):
     start = time.monotonic()
     with pytest.raises(DataServiceUnavailable, match="is not a tf.data service dispatcher"):
-        build_pipeline((X, Y), service=DataService(one_worker.worker_addresses[0], timeout=10))
-    assert time.monotonic() - start < 5  # a wrong server is not worth waiting for
+        build_pipeline((X, Y), service=DataService(one_worker.worker_addresses[0], timeout=60))
+    assert time.monotonic() - start < 30  # a wrong server is not worth waiting for
 
 
 def test_a_dispatcher_without_workers_fails_after_the_timeout():
@@ -292,7 +292,7 @@ def test_a_dispatcher_without_workers_fails_after_the_timeout():
         start = time.monotonic()
         with pytest.raises(DataServiceUnavailable, match="with 0 of 1 workers registered"):
             build_pipeline((X, Y), service=DataService(dispatcher.target, timeout=1.0))
-        assert 1.0 <= time.monotonic() - start < 5
+        assert 1.0 <= time.monotonic() - start < 20  # the timeout, then a reply: not a hang
     finally:
         dispatcher.stop()
 
@@ -315,7 +315,7 @@ def test_a_dispatcher_gone_after_the_build_fails_the_next_iteration_within_the_t
     reader.start()
     reader.join(timeout=30)  # TensorFlow alone would wait for the dispatcher indefinitely
     assert not reader.is_alive(), "the iteration hung on a dead dispatcher"
-    assert 2 <= time.monotonic() - start < 10
+    assert 2 <= time.monotonic() - start < 30  # within the join: not TensorFlow's endless wait
     assert "DataServiceUnavailable: No tf.data service dispatcher" in str(outcome["error"])
 
 

@@ -28,7 +28,7 @@ def result(chosen=FAST) -> TuneResult:
             5.5,
             0.1,
             warmup_seconds=2.0,
-            memory_bytes=3 * 2**20,
+            memory_mib=3.0,
             loss_check=check,
         ),
         TuneTrial(
@@ -100,3 +100,42 @@ def test_json_and_the_text_tab_entry_read_back(tmp_path):
     }
     assert "steps_per_execution=32, XLA on, pipeline rebuilt" in entries["tune/result"]
     assert json.loads(entries["tune/result_json"])["speedup"] == 5.0
+
+
+def test_under_a_strategy_the_table_snippet_and_json_name_both_batches():
+    from dataclasses import replace
+
+    from tfthroughput.tuning import TuneDistribution
+
+    wider = FAST.with_(batch_size=48, pipeline=False)
+    devices = ("/gpu:0", "/gpu:1")
+    given = result(chosen=wider)
+    faster = replace(given.trials[1], setup=wider, label=wider.changes_from(BASE))
+    distributed = replace(
+        given,
+        trials=(given.trials[0], faster),
+        pipeline_kwargs=None,
+        distribution=TuneDistribution("MirroredStrategy", 2, devices, 16, 48),
+    )
+    lines = str(distributed).splitlines()
+    assert (
+        "strategy: MirroredStrategy over 2 replicas: global batch 16 (8 per replica); "
+        "chosen: global batch 48 (24 per replica)"
+    ) in lines
+    assert distributed.snippet.splitlines() == [
+        "with strategy.scope():  # the MirroredStrategy tune ran under",
+        "    model = build_model()",
+        "    model.compile(..., steps_per_execution=32, jit_compile=True)  # Keras runs whole "
+        "executions: steps_per_epoch a multiple of 32",
+        "model.fit(data, batch_size=48, ...)  # global batch 48 (24 per replica)",
+    ]
+    assert json.loads(distributed.to_json())["distribution"] == {
+        "strategy": "MirroredStrategy",
+        "replicas": 2,
+        "devices": list(devices),
+        "baseline_batch_size": 16,
+        "chosen_batch_size": 48,
+        "baseline_per_replica_batch_size": 8,
+        "chosen_per_replica_batch_size": 24,
+    }
+    assert json.loads(result().to_json())["distribution"] is None

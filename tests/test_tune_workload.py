@@ -27,8 +27,17 @@ WORKLOAD = textwrap.dedent(
     def as_tuple():
         return build, "data", 8
 
+    def under_strategy():
+        import tensorflow as tf
+
+        return {**as_dict(), "strategy": tf.distribute.OneDeviceStrategy("/cpu:0")}
+
     def wrong():
         return build
+
+    def for_predict():
+        plain = lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        return plain, np.ones((64, 4), "float32"), 8
     """
 )
 
@@ -69,6 +78,40 @@ def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, c
     assert printed.splitlines()[0].startswith("setting")
     assert "as given: steps_per_execution=1" in printed and "chosen:" in printed
     assert json.loads(out.read_text())["baseline"]["batch_size"] == 8
+
+
+def test_the_inference_flag_tunes_predict(workload_file, tmp_path, capsys):
+    out = tmp_path / "tune.json"
+    argv = ["tune", "--inference", f"{workload_file}:for_predict", "--budget", "2"]
+    status = main(argv + ["--steps", "4", "--max-batch-latency-ms", "1000", "--json", str(out)])
+
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert printed.splitlines()[0].startswith("predict setting")
+    assert "as given: steps_per_execution=1, XLA off, float32, batch 8" in printed
+    assert "latency limit 1000 ms per batch (p95)" in printed
+    written = json.loads(out.read_text())
+    assert (written["mode"], written["max_batch_latency_ms"]) == ("inference", 1000.0)
+    # The limit is checked against the given batch's own latency first: it is measured.
+    assert written["trials"][0]["latency_p95_ms"] > 0
+
+
+def test_a_latency_limit_without_inference_is_refused(workload_file, capsys):
+    argv = ["tune", f"{workload_file}:as_dict", "--max-batch-latency-ms", "5"]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip() == (
+        "tfthroughput tune: error: --max-batch-latency-ms applies to --inference only"
+    )
+
+
+def test_a_workload_may_give_the_strategy_to_tune_under(workload_file, tmp_path, capsys):
+    pytest.importorskip("tensorflow")
+    out = tmp_path / "tune.json"
+    arguments = ["--budget", "2", "--steps", "8", "--json", str(out)]
+    assert main(["tune", f"{workload_file}:under_strategy", *arguments]) == 0
+    printed = capsys.readouterr().out
+    assert "strategy: OneDeviceStrategy over 1 replica: global batch 8 (8 per replica)" in printed
+    assert json.loads(out.read_text())["distribution"]["replicas"] == 1
 
 
 def test_a_bad_workload_is_one_line_on_stderr(capsys):

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tfthroughput._validation import check_positive_int, check_writable_folder
+from tfthroughput._validation import check_model, check_positive_int, check_writable_folder
 
 
 @pytest.mark.parametrize("value", [1, 7, np.int64(3)])
@@ -68,3 +68,35 @@ def test_read_only_folder_is_refused(tmp_path):
 def test_folder_must_be_a_path():
     with pytest.raises(TypeError, match="Received: log_dir=3"):
         check_writable_folder("log_dir", 3)
+
+
+def _dense(compiled: bool):
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)], name="tiny")
+    if compiled:
+        model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_one_model_check_names_what_the_user_passed():
+    model = _dense(compiled=True)
+    assert check_model(model) is model
+    assert check_model(model, returned_by="build_model") is model
+    with pytest.raises(TypeError, match=r"^`model` must be a keras\.Model\. Received: model=3 of"):
+        check_model(3)
+    with pytest.raises(
+        TypeError, match=r"^`build_model` must return a compiled keras\.Model\. Received: 'x' of"
+    ):
+        check_model("x", returned_by="build_model")
+    with pytest.raises(ValueError, match=r"call model\.compile\(\.\.\.\) first\. .*'tiny'"):
+        check_model(_dense(compiled=False))
+    with pytest.raises(ValueError, match=r"^`build_model` must return compiled .* inside it"):
+        check_model(_dense(compiled=False), returned_by="build_model")
+
+
+def test_a_model_for_predict_needs_no_compile():
+    model = _dense(compiled=False)
+    assert check_model(model, compiled=False) is model
+    with pytest.raises(TypeError, match=r"^`model` must be a keras\.Model\."):
+        check_model(None, compiled=False)

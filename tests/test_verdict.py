@@ -10,7 +10,7 @@ import tensorflow as tf
 import tfthroughput
 from tfthroughput import build_pipeline, lint_pipeline
 from tfthroughput.data.autotune import StageMeasurement
-from tfthroughput.diagnosis.recommendations import recommendations
+from tfthroughput.diagnosis.training_recommendations import recommendations
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
     COMPUTE_BOUND,

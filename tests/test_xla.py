@@ -17,7 +17,7 @@ from tfthroughput.precision.xla import (
     JitChange,
     XlaCompilationError,
     _cpu_clustering_flag_set,
-    _is_xla_failure,
+    is_xla_failure,
     jit_compile,
     xla_auto_clustering,
     xla_compile_kwargs,
@@ -288,7 +288,7 @@ def test_other_errors_pass_through():
         broken(tf.constant(1.0))
     assert not isinstance(info.value, XlaCompilationError)
     assert broken.uses_xla is True
-    assert not _is_xla_failure(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes"))
+    assert not is_xla_failure(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes"))
 
 
 def test_jit_compile_rejects_its_own_flag():

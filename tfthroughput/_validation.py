@@ -5,7 +5,9 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import sys
 import tempfile
+from typing import Any
 
 
 def check_positive_int(
@@ -44,6 +46,45 @@ def check_positive_int(
     if value <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     return int(value)
+
+
+def check_dataset(name: str, value: object) -> None:
+    """Check that ``value`` is a ``tf.data.Dataset``, without importing TensorFlow.
+
+    A dataset can only exist once the caller has imported TensorFlow, so this module (imported
+    by rooms that run without TensorFlow) reads it from ``sys.modules``.
+
+    Raises:
+        TypeError: If it is not a dataset, naming the argument, the value and its type.
+
+    Example:
+        >>> check_dataset("dataset", [1, 2])
+        Traceback (most recent call last):
+        ...
+        TypeError: `dataset` must be a tf.data.Dataset. Received: dataset=[1, 2] of type list
+    """
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(value, tf.data.Dataset):
+        raise TypeError(
+            f"`{name}` must be a tf.data.Dataset. Received: {name}={value!r} "
+            f"of type {type(value).__name__}"
+        )
+
+
+def check_callable(name: str, value: object) -> None:
+    """Check that ``value`` can be called (a clock, a factory).
+
+    Raises:
+        TypeError: If it cannot, naming the argument and the value.
+
+    Example:
+        >>> check_callable("clock", 1.5)
+        Traceback (most recent call last):
+        ...
+        TypeError: `clock` must be callable. Received: clock=1.5
+    """
+    if not callable(value):
+        raise TypeError(f"`{name}` must be callable. Received: {name}={value!r}")
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -146,3 +187,41 @@ def parse_duration(name: str, value: object) -> float:
     if match is None or float(match.group(1)) <= 0:
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
     return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+def check_model(model: object, *, returned_by: str | None = None, compiled: bool = True) -> Any:
+    """``model`` itself, once it is a ``keras.Model`` (compiled, unless ``compiled=False``).
+
+    The one model check of the package: ``diagnose`` checks the model it is given,
+    ``diagnose(mode="inference")`` the same without the compile check (``predict`` needs no
+    optimizer), and ``tune`` and ``find_batch_size`` the model their ``build_model`` returns.
+
+    Args:
+        model: The value to check.
+        returned_by: The argument that built ``model`` (``"build_model"``), so the message
+            names what the user passed. Defaults to ``None``: ``model`` is the argument.
+        compiled: Whether ``model`` must be compiled with an optimizer. Defaults to ``True``.
+
+    Returns:
+        ``model``.
+
+    Raises:
+        TypeError: If ``model`` is not a ``keras.Model``.
+        ValueError: If ``compiled`` and ``model`` has no optimizer.
+    """
+    import keras  # here, not above: the command line checks its folders before Keras loads
+
+    if returned_by is None:
+        must, received = "`model` must be", f"model={model!r}"
+    else:
+        must, received = f"`{returned_by}` must return", repr(model)
+    if not isinstance(model, keras.Model):
+        kind = "a compiled keras.Model" if compiled and returned_by else "a keras.Model"
+        raise TypeError(f"{must} {kind}. Received: {received} of type {type(model).__name__}")
+    if compiled and (not getattr(model, "compiled", False) or model.optimizer is None):
+        where = "inside it" if returned_by else "first"
+        raise ValueError(
+            f"{must} compiled with an optimizer and a loss: call model.compile(...) {where}. "
+            f"Received: model={model.name!r}, not compiled"
+        )
+    return model

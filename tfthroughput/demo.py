@@ -25,9 +25,11 @@ import tensorflow as tf
 from tfthroughput._validation import check_writable_folder
 from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.demo_comparison import RunSummary, comparison_markdown, comparison_table
-from tfthroughput.demo_runs import replace_previous_runs
+from tfthroughput.demo_runs import TUNE_RUN, replace_previous_runs
+from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
 from tfthroughput.diagnosis.training_diagnosis import diagnose
 from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor import text_entries
 from tfthroughput.monitor.gpu_monitor import GPUMonitor
 from tfthroughput.report.html import write_report
 from tfthroughput.report.steady_epochs import steady_median
@@ -203,10 +205,7 @@ def train(
 
 
 def write_text(run_dir: str, tag: str, markdown: str) -> None:
-    writer = tf.summary.create_file_writer(run_dir)
-    with writer.as_default():
-        tf.summary.text(tag, markdown, step=0)
-    writer.close()
+    text_entries.write_text(run_dir, {tag: markdown})
 
 
 def gpu_status() -> str:
@@ -257,20 +256,48 @@ def run_demo(
     started = time.perf_counter()
     log_dir = check_writable_folder("log_dir", log_dir)
     data_dir = check_writable_folder("data_dir", data_dir or os.path.join(log_dir, "data"))
-    paths = image_paths(data_dir)
-    if len(paths) != images:
-        echo(f"[1/4] Writing {images} synthetic JPEGs ({len(CLASSES)} classes) to {data_dir}")
-        if paths:
-            for path in paths:
-                os.remove(path)
-        paths = write_images(data_dir, images, echo=echo)
-    else:
-        echo(f"[1/4] Reusing {images} JPEGs in {data_dir}")
+    paths = _synthetic_images(data_dir, images, echo)
     labels = labels_of(paths)
     echo(f"GPU metrics: {gpu_status()}")
-    window_steps = window_steps_for(math.ceil(len(paths) / batch_size))
     replace_previous_runs(log_dir, echo)
+    runs = _train_both(paths, labels, epochs, batch_size, log_dir, echo)
+    echo("[4/4] Diagnosing the naive pipeline")
+    report = diagnose(small_cnn(), naive_pipeline(paths, labels, batch_size), steps=10, repeats=1)
+    _write_texts(log_dir, report, runs)
+    for text in (comparison_table(runs), str(report)):
+        echo("")
+        echo(text)
+    echo("")
+    if tune:
+        echo("Tuning a small launch-bound model with tfthroughput.tune (about 8 s):")
+        echo(str(tune_demo(os.path.join(log_dir, TUNE_RUN))))
+        echo("")
+    _closing_lines(log_dir, time.perf_counter() - started, echo)
+    return runs
 
+
+def _synthetic_images(data_dir: str, images: int, echo: Print) -> list[str]:
+    """The JPEGs in ``data_dir``: reused when there are ``images`` of them, else written anew."""
+    paths = image_paths(data_dir)
+    if len(paths) == images:
+        echo(f"[1/4] Reusing {images} JPEGs in {data_dir}")
+        return paths
+    echo(f"[1/4] Writing {images} synthetic JPEGs ({len(CLASSES)} classes) to {data_dir}")
+    for path in paths:
+        os.remove(path)
+    return write_images(data_dir, images, echo=echo)
+
+
+def _train_both(
+    paths: list[str],
+    labels: np.ndarray,
+    epochs: int,
+    batch_size: int,
+    log_dir: str,
+    echo: Print,
+) -> list[RunSummary]:
+    """Train the small CNN on the naive pipeline, then on build_pipeline, each monitored."""
+    window_steps = window_steps_for(math.ceil(len(paths) / batch_size))
     runs = []
     for step, (name, make) in enumerate(
         (("naive", naive_pipeline), ("build_pipeline", tuned_pipeline)), start=2
@@ -280,31 +307,27 @@ def run_demo(
             warnings.simplefilter("ignore", MonitoringWarning)  # said once, above
             dataset = make(paths, labels, batch_size)
             runs.append(train(name, dataset, epochs, batch_size, log_dir, echo, window_steps))
+    return runs
 
-    echo("[4/4] Diagnosing the naive pipeline")
-    report = diagnose(small_cnn(), naive_pipeline(paths, labels, batch_size), steps=10, repeats=1)
-    # Each into the run it concerns (GPUMonitor's run, which the report reads too).
+
+def _write_texts(log_dir: str, report: DiagnosisReport, runs: list[RunSummary]) -> None:
+    """The diagnosis and the comparison, each into the run it concerns (GPUMonitor's run,
+    which the report reads too)."""
     report.write_to_tensorboard(os.path.join(log_dir, "naive", "hardware"))
     write_text(
         os.path.join(log_dir, "build_pipeline", "hardware"),
         COMPARISON_TAG,
         comparison_markdown(runs),
     )
-    echo("")
-    echo(comparison_table(runs))
-    echo("")
-    echo(str(report))
-    echo("")
-    if tune:
-        echo("Tuning a small launch-bound model with tfthroughput.tune (about 8 s):")
-        echo(str(tune_demo(os.path.join(log_dir, "tune"))))
-        echo("")
+
+
+def _closing_lines(log_dir: str, seconds: float, echo: Print) -> None:
+    """The HTML report, the time taken, and how to open the runs in TensorBoard."""
     try:
         report_line = f"One page comparing both runs: {shlex.quote(write_report(log_dir))}"
     except ImportError as error:  # matplotlib is an extra
         report_line = f"No HTML report: {error}"
-    echo(f"Done in {time.perf_counter() - started:.0f} s.")
+    echo(f"Done in {seconds:.0f} s.")
     echo(report_line)
     echo("TensorBoard (windows inside each epoch; the diagnosis in the Text tab):")
     echo(f"  tensorboard --logdir {shlex.quote(log_dir)}")
-    return runs

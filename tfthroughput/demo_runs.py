@@ -14,8 +14,11 @@ from collections.abc import Callable
 
 from tfthroughput.report.html import REPORT_FILE_NAME
 
-# The runs the demo writes under its log folder, one per pipeline.
-RUN_NAMES = ("naive", "build_pipeline")
+# The runs the demo writes under its log folder: one per pipeline, and tune's (its Text tab).
+# All of them go, so a second demo never leaves an earlier run beside its own (a stale tune
+# table after `--no-tune` included).
+TUNE_RUN = "tune"
+RUN_NAMES = ("naive", "build_pipeline", TUNE_RUN)
 # The file that says a demo wrote this folder's runs.
 DEMO_MARKER = ".tfthroughput-demo"
 
@@ -40,8 +43,9 @@ def replace_previous_runs(log_dir: str, echo: Callable[[str], None] = print) -> 
         >>> replace_previous_runs(folder)
         []
         >>> os.makedirs(os.path.join(folder, "naive", "hardware"))
+        >>> os.makedirs(os.path.join(folder, "tune"))
         >>> replace_previous_runs(folder, echo=lambda line: None)
-        ['naive']
+        ['naive', 'tune']
     """
     marker = os.path.join(log_dir, DEMO_MARKER)
     existing = [name for name in RUN_NAMES if os.path.exists(os.path.join(log_dir, name))]

@@ -52,6 +52,13 @@
  *   FAKE_NVML_SAMPLES_PERIOD_MS    spacing of the samples (default 200).
  *   FAKE_NVML_SAMPLES_CAPACITY     samples a buffer holds; older ones are gone (default 100).
  *   FAKE_NVML_SAMPLES_CLOCK  "realtime" (default) or "boottime": the clock of the timestamps.
+ *   FAKE_NVML_SAMPLES_BACKDATE_MS  how long before the first nvmlInit* the buffers' origin lies
+ *                            (default 0): samples that exist at once, without a test sleeping
+ *                            for them (with a long period, none is added while it runs).
+ *   FAKE_NVML_SAMPLES_REPLAY "1": every call returns the whole ring buffer, whatever its
+ *                            lastSeenTimeStamp, so samples already returned come again with
+ *                            the same timestamps (what NVML does when lastSeenTimeStamp is older
+ *                            than its buffer); the caller must drop what it has seen.
  * Sample k (k = 0, 1, ...) of every buffer and device has the timestamp origin + k * period in
  * microseconds of that clock, where origin is the clock's time at the first nvmlInit*, and the
  * value script[k % length]; it exists once the clock has reached its timestamp. A call with
@@ -231,6 +238,7 @@ static unsigned long long g_samples_period_us = 200000;
 static unsigned long long g_samples_capacity = 100;
 static clockid_t g_samples_clock = CLOCK_REALTIME;
 static unsigned long long g_samples_origin_us = 0;
+static int g_samples_replay = 0;
 
 static long env_long(const char *name, long fallback) {
     const char *value = getenv(name);
@@ -286,8 +294,11 @@ static void read_config(void) {
     const char *clock = getenv("FAKE_NVML_SAMPLES_CLOCK");
     g_samples_clock = clock != NULL && strcmp(clock, "boottime") == 0 ? CLOCK_BOOTTIME
                                                                       : CLOCK_REALTIME;
+    g_samples_replay = env_long("FAKE_NVML_SAMPLES_REPLAY", 0) == 1;
     if (g_init_count == 0) {
-        g_samples_origin_us = clock_us(g_samples_clock);
+        long backdate_ms = env_long("FAKE_NVML_SAMPLES_BACKDATE_MS", 0);
+        g_samples_origin_us = clock_us(g_samples_clock) -
+                              (unsigned long long)(backdate_ms > 0 ? backdate_ms : 0) * 1000ULL;
         g_energy_origin_us = clock_us(CLOCK_REALTIME);
     }
     g_energy_length = 0;
@@ -738,7 +749,7 @@ static nvmlReturn_t do_samples(nvmlDevice_t device, unsigned int type, unsigned 
     if (now < g_samples_origin_us) return NVML_ERROR_NOT_FOUND;
     unsigned long long newest = (now - g_samples_origin_us) / g_samples_period_us;
     unsigned long long first = newest + 1 >= g_samples_capacity ? newest + 1 - g_samples_capacity : 0;
-    if (last_seen >= g_samples_origin_us) {
+    if (!g_samples_replay && last_seen >= g_samples_origin_us) {
         unsigned long long after_seen = (last_seen - g_samples_origin_us) / g_samples_period_us + 1;
         if (after_seen > first) first = after_seen;
     }

@@ -11,6 +11,7 @@ _EXPORTS: dict[str, str] = {
     "DataService": "tfthroughput.data.service",
     "DataServiceUnavailable": "tfthroughput.data.dispatcher",
     "DatasetBenchmark": "tfthroughput.data.benchmark",
+    "DeviceAugmented": "tfthroughput.data.device_augmented",
     "LocalDataService": "tfthroughput.data.service_cluster",
     "PipelineDescription": "tfthroughput.data.description",
     "PipelineLint": "tfthroughput.data.lint",

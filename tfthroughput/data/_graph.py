@@ -20,6 +20,7 @@ from tfthroughput.data._ops import (
     DATASET_SUFFIXES,
     FILE_READER_OPS,
     LOOP_OPS,
+    SHUFFLE_OPS,
     TRANSFORMATIONS,
     TRANSPARENT,
     is_random,
@@ -233,6 +234,11 @@ class DatasetGraph:
     def random_ops(self, stage: Stage) -> list[str]:
         """Random ops a stage's function runs (not counting seeded stateless ones)."""
         return [op for op in self.function_ops(self.function_of(stage.node)) if is_random(op)]
+
+    def is_random(self, stage: Stage) -> bool:
+        """Whether a stage's output differs from one pass to the next: a shuffle, or a
+        function with random ops (a cache after it would freeze one draw)."""
+        return stage.op in SHUFFLE_OPS or bool(self.random_ops(stage))
 
     def unseeded_random_ops(self, stage: Stage) -> list[str]:
         function = self.function_of(stage.node)

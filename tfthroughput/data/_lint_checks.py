@@ -122,9 +122,7 @@ def _cache_placement(graph: DatasetGraph) -> Iterator[LintFinding]:
         if stage.op not in ("CacheDataset", "CacheDatasetV2"):
             continue
         upstream = graph.upstream(stage)
-        random_stage = next(
-            (s for s in upstream if s.op in SHUFFLE_OPS or graph.random_ops(s)), None
-        )
+        random_stage = next((s for s in upstream if graph.is_random(s)), None)
         if random_stage is not None:
             what = "a shuffle" if random_stage.op in SHUFFLE_OPS else "random ops"
             yield _finding(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 from tfthroughput.data._graph import DatasetGraph
 from tfthroughput.data._trace import (
     ASYNC_ITERATOR,
@@ -170,42 +170,46 @@ def measure_pipeline(
         >>> measurement.num_batches, [stage.iterator for stage in measurement.stages]
         (5, ['Range', 'BatchV2', 'Prefetch'])
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     check_positive_int("num_batches", num_batches)
     folder = log_dir if log_dir is not None else tempfile.mkdtemp(prefix="tfthroughput_autotune_")
-    options = tf.profiler.experimental.ProfilerOptions(
-        host_tracer_level=2, python_tracer_level=0, device_tracer_level=0
-    )
     try:
-        try:
-            tf.profiler.experimental.start(folder, options=options)
-        except tf.errors.AlreadyExistsError as error:
-            raise RuntimeError(
-                "Another TensorFlow profiler session is running (for example a Keras "
-                "TensorBoard callback with profile_batch); measure the pipeline outside it."
-            ) from error
-        taken, start = 0, time.perf_counter()
-        try:
-            iterator = iter(dataset)
-            for _ in range(num_batches):
-                try:
-                    next(iterator)
-                except StopIteration:
-                    break
-                taken += 1
-            seconds = time.perf_counter() - start
-        finally:
-            tf.profiler.experimental.stop()
-        del iterator
-        events = read_host_events(newest_xspace(folder))
+        events, taken, seconds = _profiled_run(dataset, num_batches, folder)
     finally:
         if log_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
     return _measurement(events, taken, seconds, DatasetGraph(dataset).positions_by_name())
+
+
+def _profiled_run(
+    dataset: tf.data.Dataset, num_batches: int, folder: str
+) -> tuple[list[HostEvent], int, float]:
+    """Draw up to ``num_batches`` batches under the profiler (host events only, writing to
+    ``folder``). Returns its tf.data events, the batches drawn and the seconds they took."""
+    options = tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=2, python_tracer_level=0, device_tracer_level=0
+    )
+    try:
+        tf.profiler.experimental.start(folder, options=options)
+    except tf.errors.AlreadyExistsError as error:
+        raise RuntimeError(
+            "Another TensorFlow profiler session is running (for example a Keras "
+            "TensorBoard callback with profile_batch); measure the pipeline outside it."
+        ) from error
+    taken, start = 0, time.perf_counter()
+    try:
+        iterator = iter(dataset)
+        for _ in range(num_batches):
+            try:
+                next(iterator)
+            except StopIteration:
+                break
+            taken += 1
+        seconds = time.perf_counter() - start
+    finally:
+        tf.profiler.experimental.stop()
+    del iterator
+    return read_host_events(newest_xspace(folder)), taken, seconds
 
 
 def _measurement(

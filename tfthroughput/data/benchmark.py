@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class DatasetBenchmark:
         With a single batch there is no steady interval: that batch over ``total_seconds``.
         """
         if self._single_interval:
-            return _rate(self.num_batches, self.total_seconds)
+            return rate(self.num_batches, self.total_seconds)
         return (self.num_batches - 1) / self.steady_seconds
 
     @property
@@ -59,7 +59,7 @@ class DatasetBenchmark:
         first. With a single batch: its examples over ``total_seconds``.
         """
         if self._single_interval:
-            return _rate(self.num_elements, self.total_seconds)
+            return rate(self.num_elements, self.total_seconds)
         return (self.num_elements - self.first_batch_elements) / self.steady_seconds
 
     @property
@@ -75,11 +75,27 @@ class DatasetBenchmark:
         )
 
 
-def _rate(count: int, seconds: float) -> float:
+def rate(count: int, seconds: float) -> float:
+    """``count`` per second over ``seconds``; infinite when no time was measured (a clock that
+    did not move), so a rate is never a division by zero. The one rate helper of the package:
+    ``benchmark_dataset`` and both diagnoses divide with it.
+
+    Example:
+        >>> rate(10, 2.0), rate(3, 0.0)
+        (5.0, inf)
+    """
     return count / seconds if seconds > 0 else float("inf")
 
 
-def _leading_dimension(batch: object) -> int:
+def leading_dimension(batch: object) -> int:
+    """The examples in ``batch``: the leading dimension of its first tensor (in ``tf.nest``
+    order), or one for a batch of scalars. ``benchmark_dataset`` counts examples with it, and
+    the diagnoses read the batch size of a dataset's first batch.
+
+    Example:
+        >>> leading_dimension({"image": tf.zeros([8, 4]), "label": tf.zeros([8])})
+        8
+    """
     first = tf.nest.flatten(batch)[0]
     shape = getattr(first, "shape", ())
     return int(shape[0]) if len(shape) else 1
@@ -123,20 +139,28 @@ def benchmark_dataset(
         >>> result.num_batches, result.num_elements
         (8, 64)
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    dataset = _checked_dataset(dataset, num_batches)
+    return _timed_iteration(dataset, batched, clock)
+
+
+def _checked_dataset(dataset: object, num_batches: object) -> tf.data.Dataset:
+    """``dataset`` cut to ``num_batches``; an infinite one needs that count."""
+    check_dataset("dataset", dataset)
     check_positive_int("num_batches", num_batches, allow_none=True)
     if num_batches is not None:
-        dataset = dataset.take(num_batches)
-    elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+        return dataset.take(num_batches)
+    if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
         raise ValueError(
             "`dataset` is infinite (it repeats forever), so `num_batches` must be given. "
             "Received: num_batches=None"
         )
+    return dataset
 
+
+def _timed_iteration(
+    dataset: tf.data.Dataset, batched: bool, clock: Callable[[], float]
+) -> DatasetBenchmark:
+    """One pass over ``dataset``, timed from the iterator's creation to the last batch."""
     # The clock is read as each batch arrives (only at the first and the last when the count
     # is known in advance), and the loop stops at the last batch without asking for more.
     cardinality = int(dataset.cardinality())
@@ -147,7 +171,7 @@ def benchmark_dataset(
     iterator = iter(dataset)
     for batch in iterator:
         batches += 1
-        elements += _leading_dimension(batch) if batched else 1
+        elements += leading_dimension(batch) if batched else 1
         if batches == 1:
             first_batch_seconds = total_seconds = clock() - start
             first_batch_elements = elements

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_dataset, check_positive_int
 
 if TYPE_CHECKING:
     from tfthroughput.data.autotune import PipelineMeasurement
@@ -55,6 +55,14 @@ class PipelineDescription:
         measurement: With ``describe_pipeline(dataset, measure=N)``: what AUTOTUNE chose and
             each stage's share of the time over ``N`` batches (a
             :class:`~tfthroughput.data.autotune.PipelineMeasurement`); else ``None``.
+        bytes_per_batch: Bytes of one full batch as the pipeline yields it, i.e. what crosses
+            from the host to the device; ``None`` where not fixed (strings, ragged tensors).
+        device_functions: With ``augment_on="device"``: the functions left to the training
+            step (``"augment_fn"``, ``"batch_fn"``), applied by
+            :class:`~tfthroughput.data.DeviceAugmented`; else ``()``.
+        model_bytes_per_batch: With ``augment_on="device"``: bytes of one batch after the
+            device work, as the model receives it (e.g. ``float32`` where ``uint8`` shipped);
+            else ``None``.
     """
 
     source: str
@@ -62,6 +70,9 @@ class PipelineDescription:
     options: dict[str, object] = field(default_factory=dict)
     element_spec: str = ""
     measurement: PipelineMeasurement | None = None
+    bytes_per_batch: int | None = None
+    device_functions: tuple[str, ...] = ()
+    model_bytes_per_batch: int | None = None
 
     @property
     def transformations(self) -> tuple[str, ...]:
@@ -76,6 +87,7 @@ class PipelineDescription:
                 lines.append(f"      {stage.reason}")
         lines.append("options: " + ", ".join(f"{k}={v}" for k, v in self.options.items()))
         lines.append(f"yields: {self.element_spec}")
+        lines.extend(_transfer_lines(self))
         if any(AUTOTUNE_TEXT in str(stage) for stage in self.stages):
             lines.append(
                 "Retuned while the pipeline runs: num_parallel_calls=AUTOTUNE (the parallelism "
@@ -92,6 +104,33 @@ class PipelineDescription:
         elif any(AUTOTUNE_TEXT in str(stage) for stage in self.stages):
             lines.append("describe_pipeline(dataset, measure=N) reports what AUTOTUNE chose.")
         return "\n".join(lines)
+
+
+def _transfer_lines(description: PipelineDescription) -> list[str]:
+    """The host-to-device bytes per batch, and the work left to the training step."""
+    from tfthroughput.data.batch_bytes import bytes_text
+
+    shipped, model = description.bytes_per_batch, description.model_bytes_per_batch
+    lines = []
+    if description.device_functions:
+        lines.append(
+            "in the training step (augment_on='device', applied by DeviceAugmented): "
+            + ", then ".join(description.device_functions)
+            + (
+                "; batch_fn in evaluate and predict too"
+                if "batch_fn" in description.device_functions
+                else ""
+            )
+        )
+    if shipped is not None:
+        text = f"bytes per batch, host to device: {bytes_text(shipped)}"
+        if model is not None and model != shipped:
+            text += (
+                f"; after the device work (what the model receives): {bytes_text(model)} "
+                f"({model / shipped:.1f}x the bytes shipped)"
+            )
+        lines.append(text)
+    return lines
 
 
 # Descriptions of the datasets build_pipeline returned. Weak keys: the record goes when the
@@ -153,11 +192,7 @@ def describe_pipeline(
         >>> describe_pipeline(ds).transformations
         ('batch', 'prefetch')
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     recorded = _DESCRIPTIONS.get(dataset)
     if recorded is None:
         raise ValueError(
@@ -179,6 +214,9 @@ def describe_pipeline(
         options=_options_of(dataset),
         element_spec=str(dataset.element_spec),
         measurement=measurement,
+        bytes_per_batch=recorded.bytes_per_batch,
+        device_functions=recorded.device_functions,
+        model_bytes_per_batch=recorded.model_bytes_per_batch,
     )
 
 

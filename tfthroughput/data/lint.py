@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from tfthroughput._validation import check_dataset
 from tfthroughput.data._graph import DatasetGraph
 from tfthroughput.data._lint_checks import CHECKS, LintFinding
 from tfthroughput.data._ops import INTERLEAVE_OPS
@@ -93,11 +94,7 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
         >>> lint_pipeline(tf.data.Dataset.range(100).map(jitter).cache().batch(10)).rules
         ('sequential-map', 'cache-after-random')
     """
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
+    check_dataset("dataset", dataset)
     graph = DatasetGraph(dataset)
     findings: list[LintFinding] = []
     for check in CHECKS:
@@ -108,6 +105,20 @@ def lint_pipeline(dataset: tf.data.Dataset) -> PipelineLint:
         findings=tuple(findings),
         runtime=tuple(_runtime_notes(graph)),
     )
+
+
+def random_stages(dataset: tf.data.Dataset) -> tuple[str, ...]:
+    """The stages of ``dataset`` whose output differs from one pass to the next: a shuffle, or
+    a function with random ops, named as ``str(stage)`` (``"stage 2: shuffle
+    (ShuffleDatasetV3)"``), source first. ``lint_pipeline``'s ``cache-after-random`` rule and
+    ``tune``'s choice whether to cache read the same thing.
+
+    Example:
+        >>> random_stages(tf.data.Dataset.range(8).shuffle(8).batch(2))
+        ('stage 2: shuffle (ShuffleDatasetV3)',)
+    """
+    graph = DatasetGraph(dataset)
+    return tuple(str(stage) for stage in graph.stages if graph.is_random(stage))
 
 
 def _runtime_notes(graph: DatasetGraph) -> Iterator[str]:

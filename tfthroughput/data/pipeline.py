@@ -31,16 +31,13 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfthroughput.data._pipeline_arguments import _PipelineArguments
 from tfthroughput.data.description import PipelineDescription, _record
-from tfthroughput.data.guards import (
-    _check_arguments,
-    _check_batchable,
-    _check_cache,
-    _check_cacheable,
-    _last_function,
-)
+from tfthroughput.data.device_augmentation import record_cpu_augmentation, transfer_fields
+from tfthroughput.data.guards import _check_batchable, _check_cacheable, _last_function
 from tfthroughput.data.pipeline_inputs import _source_steps
-from tfthroughput.data.service import DataService, plan_service_stage
+from tfthroughput.data.service import DataService
+from tfthroughput.data.stages import _PipelineSteps
 
 
 def build_pipeline(
@@ -52,6 +49,7 @@ def build_pipeline(
     preprocess_fn: Callable[..., Any] | None = None,
     augment_fn: Callable[..., Any] | None = None,
     batch_fn: Callable[..., Any] | None = None,
+    augment_on: str = "cpu",
     cache: bool | str | os.PathLike[str] = False,
     shuffle_buffer: int | None = None,
     repeat: bool | int = False,
@@ -68,193 +66,156 @@ def build_pipeline(
     Stages, in order (each only if asked for): read files in parallel -> ``map(preprocess_fn)``
     -> ``cache`` -> ``shuffle`` -> ``repeat`` -> ``map(augment_fn)`` -> ``batch`` ->
     ``map(batch_fn)`` -> ``prefetch(AUTOTUNE)``. Every ``map`` runs with
-    ``num_parallel_calls=AUTOTUNE``. :func:`describe_pipeline` tells what was built.
+    ``num_parallel_calls=AUTOTUNE``. :func:`describe_pipeline` tells what was built; the docs'
+    page "Fix the input pipeline" details every argument.
 
     Args:
-        source: What to read. One of: a ``tf.data.Dataset``; in-memory data (a NumPy array, a
-            tensor, a list of numbers, or a tuple/dict of those), sliced along the first axis;
-            a glob pattern such as ``"data/*.tfrecord"`` (sorted matches) or a single file
-            path; a list/tuple of file paths (every one must exist; in-memory strings go in
-            an array, e.g. ``np.array(texts)``). Files are TFRecord files unless ``read_fn``
-            is given.
-        batch_size: Examples per batch. Defaults to 32. ``None`` yields single examples
-            (no ``batch`` stage, and ``batch_fn`` must be ``None``); pass ``None`` too for a
-            dataset that is already batched, to keep its batches.
-        read_fn: Turns one source element (for files: the path, a scalar string tensor) into
-            either one example (e.g. ``tf.io.read_file`` for a JPEG; mapped in parallel) or a
-            ``tf.data.Dataset`` of examples (a file format with many records per file;
-            interleaved in parallel). Defaults to ``None``: TFRecord files are read with
-            ``tf.data.TFRecordDataset``; other sources are used as they are.
-        labels: Only with a list of files and a ``read_fn`` that returns one example: one label
-            per file (a list or array). Examples become ``(read_fn(path), label)``.
-        preprocess_fn: Deterministic per-example work (decode, resize, parse), done before the
-            cache, so with ``cache`` it runs once per example, not once per epoch.
-        augment_fn: Random per-example work (random crop, flip, ...), done after the cache and
-            the shuffle, so each epoch sees new draws. It must return the same structure it
-            receives, e.g. ``(image, label) -> (image, label)``.
-        batch_fn: Work on whole batches (vectorised, e.g. normalisation), after ``batch``.
-        cache: ``False`` (default): no cache. ``True``: cache in memory. A path: cache in
-            files with that prefix (TensorFlow writes ``<path>.index`` and ``<path>_*.data*``;
-            an existing complete cache there is read instead of the source, on later builds
-            too). The folder must exist and be writable.
-        shuffle_buffer: Examples held by the shuffle buffer; ``None`` (default): no shuffle.
-            With a file source and no cache, the file order is reshuffled each epoch as well.
+        source: A ``tf.data.Dataset``; in-memory data (arrays, tensors, or a tuple/dict of
+            them); a glob, a file path or a list of paths (TFRecord files unless ``read_fn``).
+        batch_size: Examples per batch. Defaults to 32. ``None``: no ``batch`` stage (single
+            examples, or an already batched dataset kept as it is).
+        read_fn: One source element (a file path) -> one example (mapped in parallel) or a
+            ``tf.data.Dataset`` of examples (interleaved in parallel). Defaults to ``None``.
+        labels: With a list of files and a one-example ``read_fn``: one label per file.
+        preprocess_fn: Deterministic per-example work, before the cache (runs once).
+        augment_fn: Random per-example work, after the cache and the shuffle (new draws).
+        batch_fn: Vectorised work on whole batches, after ``batch``.
+        augment_on: ``"cpu"`` (default), or ``"device"``: ``augment_fn`` and ``batch_fn`` run
+            per batch in the training step (:class:`~tfthroughput.data.DeviceAugmented`), and
+            the pipeline ships what ``preprocess_fn`` made (``uint8`` images, say).
+        cache: ``False`` (default): none. ``True``: in memory. A path: files with that prefix
+            (an existing complete cache there is read instead of the source).
+        shuffle_buffer: Examples in the shuffle buffer; ``None`` (default): no shuffle.
         repeat: ``False`` (default): one pass. ``True``: forever. An int: that many passes.
         drop_remainder: Drop the last, smaller batch. Defaults to ``False``.
-        deterministic: Keep the order through the parallel stages, so every run yields the
-            same sequence (with several files, records then alternate between
-            ``parallel_reads`` files, as ``interleave`` does). Defaults to ``False``: stages may
-            hand out whichever example is ready first, which is faster.
-        parallel_reads: Files read at once (the interleave's ``cycle_length`` and parallel
-            calls, or the read ``map``'s parallel calls). Defaults to ``None``: ``AUTOTUNE``,
-            at most the number of CPU cores. Sources that wait rather than compute (network
-            files, Python generators, ``tf.py_function``) gain from more; a value above the
-            number of cores also sizes the threadpool (see ``threadpool_size``).
-        ram_budget_mib: ``tf.data`` autotuning RAM budget in MiB. Defaults to ``None``: tf.data's
-            own default, half of the RAM.
-        threadpool_size: Threads of a private threadpool for the pipeline's functions
-            (``tf.data.Options().threading.private_threadpool_size``). Defaults to ``None``:
-            ``parallel_reads`` when that exceeds the number of CPU cores (functions that wait,
-            like generators, would otherwise queue for the shared pool, one per core), else
-            TensorFlow's shared pool.
-        seed: Seed of the shuffle (and file shuffle). Defaults to ``None``: a random seed.
-        service: A tf.data service to run the work on: a dispatcher address such as
-            ``"grpc://localhost:5050"`` or a :class:`~tfthroughput.data.service.DataService`
-            (processing mode, job name, timeout). Everything up to ``augment_fn`` (and the
-            batching too, unless ``distributed_epoch`` with finite epochs) then runs on the
-            service's workers; the final ``prefetch`` stays here. Defaults to ``None``: all
-            work runs in this process.
+        deterministic: Keep the order through the parallel stages. Defaults to ``False``.
+        parallel_reads: Files read at once. Defaults to ``None``: ``AUTOTUNE``.
+        ram_budget_mib: ``tf.data`` autotuning RAM budget in MiB. Defaults to ``None``.
+        threadpool_size: Threads of a private threadpool. Defaults to ``None``.
+        seed: Seed of the shuffle (and file shuffle). Defaults to ``None``: random.
+        service: A tf.data service (``"grpc://host:port"`` or a
+            :class:`~tfthroughput.data.service.DataService`) to run the work. Defaults to ``None``.
 
     Returns:
-        The ``tf.data.Dataset``, ready for ``model.fit``. Pass it to :func:`describe_pipeline`
-        to list its stages and options.
+        The ``tf.data.Dataset``, ready for ``model.fit``.
 
     Raises:
-        TypeError: If an argument has the wrong type, or ``preprocess_fn``/``augment_fn``/
-            ``batch_fn``/``read_fn`` returns ``None``.
-        ValueError: If ``batch_size``, ``shuffle_buffer``, ``repeat``, ``parallel_reads``,
-            ``ram_budget_mib`` or ``threadpool_size`` is not positive; a glob matches no file; a
-            file path (or one in a list) does not exist; a list of strings names no existing
-            file (in-memory text, not paths); a ``batch_size`` is given for a dataset that is
-            already batched; the cache folder is missing or not writable; ``cache`` is
-            asked for on an infinite dataset; ``augment_fn`` changes the structure of the
-            example; examples to be batched have shapes that are not fully known; or
-            ``service`` is malformed or combined with ``deterministic=True``, a file ``cache``
-            or (``parallel_epochs``) a shuffle ``seed``.
-        DataServiceUnavailable: If no dispatcher with a worker answers at ``service`` within
-            its timeout (30 s by default); also raised, inside a ``tf.errors.UnknownError``,
-            when an iteration starts.
+        TypeError: If an argument has the wrong type, or a function returns ``None``.
+        ValueError: If a count is not positive, a file is missing, a cache cannot go where
+            asked, ``augment_fn`` changes the structure, shapes to batch are unknown,
+            ``service`` is malformed or combined with an option it cannot honour, or a function
+            for ``augment_on="device"`` cannot run on batches or is not random per example.
+        DataServiceUnavailable: If no dispatcher with a worker answers at ``service``.
 
     Example:
-        >>> def decode(data, label):
-        ...     return tf.image.resize(tf.io.decode_jpeg(data, channels=3), (72, 72)), label
-        >>> def flip(image, label):
-        ...     return tf.image.random_flip_left_right(image), label
         >>> ds = build_pipeline(  # doctest: +SKIP
-        ...     "photos/*.jpg",
-        ...     labels=labels,  # one per file, in the sorted order of the glob's matches
-        ...     read_fn=tf.io.read_file,
-        ...     preprocess_fn=decode,
-        ...     augment_fn=flip,
-        ...     cache=True,
-        ...     shuffle_buffer=1000,
-        ...     batch_size=64,
+        ...     "photos/*.jpg", labels=labels, read_fn=tf.io.read_file, preprocess_fn=decode
         ... )
-        >>> print(describe_pipeline(ds))  # doctest: +SKIP
     """
-    _check_arguments(
-        functions={
-            "read_fn": read_fn,
-            "preprocess_fn": preprocess_fn,
-            "augment_fn": augment_fn,
-            "batch_fn": batch_fn,
-        },
-        batch_size=batch_size,
-        shuffle_buffer=shuffle_buffer,
-        parallel_reads=parallel_reads,
-        ram_budget_mib=ram_budget_mib,
-        threadpool_size=threadpool_size,
-        drop_remainder=drop_remainder,
-        deterministic=deterministic,
-        seed=seed,
-        repeat=repeat,
-    )
-    cache_path = _check_cache(cache)
-    # tf.data service (data/service.py): checked here, applied before the batch or the prefetch.
-    service_stage = plan_service_stage(
-        service,
-        repeat=repeat,
-        deterministic=deterministic,
-        cache_path=cache_path,
-        shuffle_buffer=shuffle_buffer,
-        seed=seed,
-    )
-    parallel = parallel_reads if parallel_reads is not None else tf.data.AUTOTUNE
+    given = dict(locals())  # as called: diagnose and tune rebuild it with changes
+    arguments = _PipelineArguments(**given)  # checked on creation: data/_pipeline_arguments.py
+    steps, source_text = _read_source(arguments)
+    _add_example_stages(steps, arguments)
+    _add_batch_stages(steps, arguments)
+    dataset = steps.dataset.with_options(_options(arguments))
+    _record_built(dataset, arguments, given, source_text, steps)
+    return dataset
 
-    steps, source_text = _source_steps(
-        source,
-        labels=labels,
-        read_fn=read_fn,
-        batch_size=batch_size,
-        shuffle_files=shuffle_buffer is not None and cache_path is None,
-        seed=seed,
-        parallel=parallel,
-        deterministic=deterministic,
+
+def _record_built(
+    dataset: tf.data.Dataset,
+    arguments: _PipelineArguments,
+    given: dict[str, Any],
+    source_text: str,
+    steps: _PipelineSteps,
+) -> None:
+    """Record the description (with the bytes shipped and the work left to the training step)
+    and, for a CPU augmentation, how to rebuild the pipeline (data/device_augmentation.py)."""
+    transfer = transfer_fields(dataset, arguments.batch_size, arguments.device_work)
+    if arguments.cpu_augment_fn is not None:
+        record_cpu_augmentation(dataset, lambda **changes: build_pipeline(**{**given, **changes}))
+    _record(
+        dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages), **transfer)
     )
-    if preprocess_fn is not None:
+
+
+def _read_source(arguments: _PipelineArguments) -> tuple[_PipelineSteps, str]:
+    """Stage 1: the source, its files read in parallel; the steps so far and the source's text."""
+    return _source_steps(
+        arguments.source,
+        labels=arguments.labels,
+        read_fn=arguments.read_fn,
+        batch_size=arguments.batch_size,
+        shuffle_files=arguments.shuffle_buffer is not None and arguments.cache_path is None,
+        seed=arguments.seed,
+        parallel=arguments.parallel,
+        deterministic=arguments.deterministic,
+    )
+
+
+def _add_example_stages(steps: _PipelineSteps, arguments: _PipelineArguments) -> None:
+    """Stages 2-6, per example: preprocess, cache, shuffle, repeat, augment."""
+    cache_path = arguments.cache_path
+    if arguments.preprocess_fn is not None:
         steps.parallel_map(
-            preprocess_fn,
+            arguments.preprocess_fn,
             "preprocess_fn",
-            deterministic=deterministic,
+            deterministic=arguments.deterministic,
             reason="deterministic per-example work, in parallel"
             + (", before the cache so it runs once" if cache_path is not None else ""),
         )
     if cache_path is not None:
-        _check_cacheable(steps.dataset, cache, source)
+        _check_cacheable(steps.dataset, arguments.cache, arguments.source)
         where = "memory" if cache_path == "" else repr(cache_path)
         steps.apply(
             "cache", reason=f"in {where}: later epochs skip everything above", filename=cache_path
         )
-    if shuffle_buffer is not None:
+    if arguments.shuffle_buffer is not None:
         steps.apply(
             "shuffle",
             reason="after the cache, so each epoch has a new order"
             if cache_path is not None
             else "a new order each epoch",
-            buffer_size=shuffle_buffer,
-            seed=seed,
+            buffer_size=arguments.shuffle_buffer,
+            seed=arguments.seed,
             reshuffle_each_iteration=True,
         )
-    if repeat is not False:
+    if arguments.repeat is not False:
         steps.apply(
             "repeat",
             reason="after the shuffle, so epochs do not blend into each other",
-            count=None if repeat is True else repeat,
+            count=None if arguments.repeat is True else arguments.repeat,
         )
-    if augment_fn is not None:
+    if arguments.cpu_augment_fn is not None:
         steps.parallel_map(
-            augment_fn,
+            arguments.cpu_augment_fn,
             "augment_fn",
-            deterministic=deterministic,
+            deterministic=arguments.deterministic,
             reason="random per-example work, after the cache so each epoch gets new draws",
             same_structure=True,
         )
+
+
+def _add_batch_stages(steps: _PipelineSteps, arguments: _PipelineArguments) -> None:
+    """Stages 7-8: the tf.data service where it fits, batch, the per-batch map, prefetch."""
+    service_stage = arguments.service_stage
     steps.dataset = service_stage.apply(steps.dataset, steps.stages, before_batch=True)
-    if batch_size is not None:
-        _check_batchable(steps.dataset, _last_function(read_fn, preprocess_fn, augment_fn))
+    if arguments.batch_size is not None:
+        last = _last_function(arguments.read_fn, arguments.preprocess_fn, arguments.cpu_augment_fn)
+        _check_batchable(steps.dataset, last)
         steps.apply(
             "batch",
             reason="before the vectorised map: one call per batch, not per example",
-            batch_size=batch_size,
-            drop_remainder=drop_remainder,
+            batch_size=arguments.batch_size,
+            drop_remainder=arguments.drop_remainder,
             num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic,
+            deterministic=arguments.deterministic,
         )
-    if batch_fn is not None:
+    if arguments.cpu_batch_fn is not None:
         steps.parallel_map(
-            batch_fn,
+            arguments.cpu_batch_fn,
             "batch_fn",
-            deterministic=deterministic,
+            deterministic=arguments.deterministic,
             reason="vectorised per-batch work, in parallel",
         )
     steps.dataset = service_stage.apply(steps.dataset, steps.stages, before_batch=False)
@@ -264,21 +225,14 @@ def build_pipeline(
         buffer_size=tf.data.AUTOTUNE,
     )
 
-    dataset = steps.dataset.with_options(
-        _options(deterministic, ram_budget_mib, threadpool_size, parallel_reads)
-    )
-    _record(dataset, PipelineDescription(source=source_text, stages=tuple(steps.stages)))
-    return dataset
 
-
-def _options(
-    deterministic: bool,
-    ram_budget_mib: int | None,
-    threadpool_size: int | None,
-    parallel_reads: int | None,
-) -> tf.data.Options:
+def _options(arguments: _PipelineArguments) -> tf.data.Options:
+    """The ``tf.data.Options`` of the whole pipeline."""
+    ram_budget_mib = arguments.ram_budget_mib
+    threadpool_size = arguments.threadpool_size
+    parallel_reads = arguments.parallel_reads
     options = tf.data.Options()
-    options.deterministic = deterministic
+    options.deterministic = arguments.deterministic
     options.autotune.enabled = True
     # One function call per element instead of one per map, and no buffer and thread handoff
     # between the builder's consecutive maps: measured +5-9 % on a CPU-bound JPEG pipeline

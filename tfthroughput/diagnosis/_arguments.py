@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
+import tensorflow as tf
 
+from tfthroughput._validation import (
+    check_callable,
+    check_dataset,
+    check_model,
+    check_positive_int,
+)
+from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.precision.precision_recommendation import (
     PrecisionRecommendation,
     recommend_precision,
@@ -25,19 +36,6 @@ def check_precision(precision: object) -> PrecisionRecommendation:
     return precision
 
 
-def check_model(model: object) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`model` must be compiled with an optimizer and a loss before it can be diagnosed: "
-            f"call model.compile(...) first. Received: model={model.name!r}, not compiled"
-        )
-
-
 def check_utilization(value: object, what: str = "reading") -> float | None:
     if value is None:
         return None
@@ -51,3 +49,65 @@ def check_utilization(value: object, what: str = "reading") -> float | None:
             f"`utilization_probe`'s {what} must be between 0 and 100 percent. Received: {value}"
         )
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class DiagnosisArguments:
+    """The arguments of ``diagnose`` (either mode), checked, with their defaults filled in."""
+
+    model: keras.Model
+    dataset: tf.data.Dataset
+    steps: int
+    repeats: int
+    thresholds: DiagnosisThresholds
+    utilization_probe: Any
+    clock: Callable[[], float]
+    precision: PrecisionRecommendation
+
+
+def check_diagnosis_arguments(
+    model: object,
+    dataset: object,
+    steps: object,
+    repeats: object,
+    thresholds: object,
+    utilization_probe: object,
+    clock: object,
+    precision: object,
+    *,
+    compiled: bool,
+) -> DiagnosisArguments:
+    """Check ``diagnose``'s arguments in the order they are listed; ``compiled``: the model
+    must be compiled (training), else only a ``keras.Model`` (inference)."""
+    check_model(model, compiled=compiled)
+    check_dataset("dataset", dataset)
+    check_positive_int("steps", steps)
+    check_positive_int("repeats", repeats)
+    thresholds = DiagnosisThresholds() if thresholds is None else thresholds
+    if not isinstance(thresholds, DiagnosisThresholds):
+        raise TypeError(
+            "`thresholds` must be a DiagnosisThresholds or None. "
+            f"Received: thresholds={thresholds!r}"
+        )
+    if utilization_probe is not None and not callable(utilization_probe):
+        raise TypeError(
+            "`utilization_probe` must be a callable returning a context manager, or None. "
+            f"Received: utilization_probe={utilization_probe!r}"
+        )
+    check_callable("clock", clock)
+    precision = check_precision(precision)
+    return DiagnosisArguments(
+        model, dataset, steps, repeats, thresholds, utilization_probe, clock, precision
+    )
+
+
+def probe_readings(readings: Sequence[Callable[[], object]]) -> tuple[float | None, float | None]:
+    """The GPU-Util and SM activity read from the first ``utilization_probe`` reading entered
+    (each checked; ``None`` where nothing was read or the probe has no ``sm_activity``)."""
+    if not readings:
+        return None, None
+    sm_activity = getattr(readings[0], "sm_activity", None)
+    return (
+        check_utilization(readings[0]()),
+        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
+    )

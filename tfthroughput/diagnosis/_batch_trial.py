@@ -1,7 +1,8 @@
-"""One default trial of :func:`tfthroughput.find_batch_size`: a fresh model fit at one batch size.
+"""The trials of :func:`tfthroughput.find_batch_size`: its arguments checked, then by default a
+fresh model fit at one batch size.
 
 It times ``steps`` training steps after as many warm-up steps and, with a memory ceiling,
-measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis._trial_memory`).
+measures the memory the trial itself adds (see :mod:`tfthroughput.diagnosis.trial_memory`).
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import tensorflow as tf
 
+from tfthroughput._validation import check_callable, check_model, check_positive_int
 from tfthroughput.data.keras_inputs import EndlessPyDataset, is_py_dataset
 from tfthroughput.diagnosis._timing import _timed_fit
-from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
+from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, rss
 
 
 def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
@@ -85,8 +88,8 @@ def _default_trial(
         seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = None
     else:
-        _release_free_memory()
-        with _PeakAdded() as memory:
+        release_free_memory()
+        with PeakAdded() as memory:
             seconds = _fit_at(build_model, make_dataset, batch_size, steps, clock)
         memory_bytes = memory.added
         peak = ceiling.search_start_bytes + memory_bytes
@@ -109,7 +112,70 @@ def _fit_at(
     clock: Callable[[], float],
 ) -> float:
     """Seconds of one timed epoch of ``steps`` steps, on a fresh model, at ``batch_size``."""
-    model = build_model()
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"`build_model` must return a compiled keras.Model. Received: {model!r}")
+    model = check_model(build_model(), returned_by="build_model")
     return _timed_fit(model, make_dataset(batch_size), steps=steps, repeats=1, clock=clock)[0]
+
+
+def _check_search_arguments(
+    min_batch_size: object,
+    max_batch_size: object,
+    steps: object,
+    max_trials: object,
+    memory_limit_mib: object,
+    clock: object,
+) -> None:
+    """The numbers and the clock of :func:`find_batch_size`, in the order they are listed."""
+    for name, value in (
+        ("min_batch_size", min_batch_size),
+        ("max_batch_size", max_batch_size),
+        ("steps", steps),
+        ("max_trials", max_trials),
+    ):
+        check_positive_int(name, value)
+    if min_batch_size > max_batch_size:
+        raise ValueError(
+            "`min_batch_size` must not exceed `max_batch_size`. Received: "
+            f"min_batch_size={min_batch_size}, max_batch_size={max_batch_size}"
+        )
+    check_positive_int("memory_limit_mib", memory_limit_mib, allow_none=True)
+    check_callable("clock", clock)
+
+
+def _trial_runner(
+    build_model: Any,
+    data: Any,
+    trial: Any,
+    steps: int,
+    memory_limit_mib: int | None,
+    clock: Callable[[], float],
+) -> Callable[[int], Any]:
+    """``trial`` itself (checked), or the default trial on ``build_model`` and ``data``; with a
+    memory ceiling, the search's starting RSS is taken here, after freeing what can be freed."""
+    if trial is not None:
+        if not callable(trial):
+            raise TypeError(
+                f"`trial` must be a callable (batch_size -> examples/s or None). "
+                f"Received: trial={trial!r}"
+            )
+        return trial
+    if build_model is None or data is None:
+        raise ValueError(
+            "`build_model` and `data` are required unless `trial` is given. Received: "
+            f"build_model={build_model!r}, data={data!r}"
+        )
+    if not callable(build_model):
+        raise TypeError(
+            "`build_model` must be a callable returning a compiled keras.Model. "
+            f"Received: build_model={build_model!r}"
+        )
+    make_dataset = _dataset_maker(data)
+    ceiling = None
+    if memory_limit_mib is not None:
+        keras.backend.clear_session()
+        release_free_memory()
+        ceiling = _Ceiling(memory_limit_mib * 2**20, rss())
+
+    def run_trial(batch_size: int) -> _Measured:
+        return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)
+
+    return run_trial

@@ -10,15 +10,13 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
 from tfthroughput.diagnosis._batch_trial import (
-    _Ceiling,
-    _dataset_maker,
-    _default_trial,
+    _check_search_arguments,
     _DoesNotFit,
     _Measured,
+    _trial_runner,
 )
-from tfthroughput.diagnosis._trial_memory import _release_free_memory, _rss
+from tfthroughput.diagnosis.trial_memory import to_mib
 
 Trial = Callable[[int], "float | None"]
 
@@ -33,16 +31,16 @@ class BatchSizeTrial:
         examples_per_second: Measured training throughput, or ``None`` when it did not fit.
         reason: Why it did not fit (the error's first line, or the memory ceiling that was
             exceeded); ``""`` when it fit.
-        memory_bytes: Memory the trial added to the process at its peak (peak RSS minus the
-            RSS it started from), in bytes; ``None`` when not measured (no
-            ``memory_limit_mib``, or a custom ``trial``).
+        memory_mib: Memory the trial added to the process at its peak (peak RSS minus the
+            RSS it started from), in MiB like ``memory_limit_mib``; ``None`` when not measured
+            (no ``memory_limit_mib``, or a custom ``trial``).
     """
 
     batch_size: int
     fits: bool
     examples_per_second: float | None
     reason: str = ""
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,13 +90,13 @@ class BatchSizeSearch:
             "",
             f"{'batch size':>10}  {'examples/s':>12}",
         ]
-        measured = any(t.memory_bytes is not None for t in self.trials)
+        measured = any(t.memory_mib is not None for t in self.trials)
         if measured:
             lines[-1] += f"  {'added MiB':>9}"
         for trial in sorted(self.trials, key=lambda t: t.batch_size):
             memory = ""
             if measured:
-                memory = "" if trial.memory_bytes is None else f"{trial.memory_bytes / 2**20:,.1f}"
+                memory = "" if trial.memory_mib is None else f"{trial.memory_mib:,.1f}"
                 memory = f"  {memory:>9}"
             speed = (
                 f"{trial.examples_per_second:>12,.1f}{memory}"
@@ -124,62 +122,33 @@ def find_batch_size(
     """Find the largest batch size that fits in memory, and the one with the best examples/s.
 
     The search doubles the batch size from ``min_batch_size`` until a trial does not fit (or
-    ``max_batch_size`` is reached), then binary-searches between the last size that fit and
-    the first that did not. When the largest size that fits, ``F``, is below
-    ``max_batch_size``, that is ``d + 1`` doubling trials, with
-    ``d = floor(log2(F / min_batch_size)) + 1``, then at most
-    ``ceil(log2(min_batch_size * 2**(d - 1)))`` bisection trials: at most
-    ``2 * d + ceil(log2(min_batch_size))`` in all (14 for ``min_batch_size=1`` and ``F=100``,
-    11 for ``min_batch_size=8`` and ``F=100``), and never more than
-    ``2 * floor(log2(max_batch_size / min_batch_size)) + 2 + ceil(log2(min_batch_size))``
-    (26 with the defaults). Every trial that fits also measures throughput, so the result
-    carries the examples/s curve (the powers of two plus the binary-search points) and its
-    best point.
-
-    A default trial clears the Keras session (``keras.backend.clear_session()``) and collects
-    garbage, builds a fresh model with ``build_model()``, and runs ``fit`` for one warm-up
-    epoch and one timed epoch of ``steps`` steps on batches of that size. It counts as not
-    fitting when TensorFlow raises ``tf.errors.ResourceExhaustedError`` (out of device
-    memory) or Python raises ``MemoryError``, or when ``memory_limit_mib`` is exceeded. The
-    session is cleared again after the last trial, so nothing stays allocated.
-    ``clear_session`` resets Keras's global state (layer name counters), as its
-    documentation describes.
-
-    With ``memory_limit_mib``, each trial's own peak is measured, so that memory kept from
-    earlier trials (``clear_session`` does not return it all) neither counts against a later
-    trial nor hides what it needs: before the trial, free heap pages are returned to the
-    system (glibc's ``malloc_trim`` after garbage collection), then the trial's peak RSS over
-    its own starting RSS is taken from the kernel's high-water mark (reset through
-    ``/proc/self/clear_refs`` on Linux; elsewhere RSS is sampled every 10 ms by psutil, which
-    can miss shorter spikes). A trial fits when the RSS at the start of the search plus that
-    peak stays within the ceiling. Memory the first trial's ``fit`` adds once for the whole
-    process (TensorFlow's lazily loaded kernels and caches) is counted in the first trial
-    only. Running each trial in a fresh process would count it every time, but costs a
-    TensorFlow import and start-up per trial (several seconds each) and needs picklable
-    ``build_model`` and ``data``.
+    ``max_batch_size`` is reached), then binary-searches between the last size that fit and the
+    first that did not. For a largest fitting size ``F``, with
+    ``d = floor(log2(F / min_batch_size)) + 1``, that is at most
+    ``2 * d + ceil(log2(min_batch_size))`` trials
+    (14 for ``min_batch_size=1`` and ``F=100``, 11 for ``min_batch_size=8`` and ``F=100``),
+    26 at most with the defaults. Every trial that fits also measures throughput, so the result
+    carries the examples/s curve and its best point. A default trial clears the Keras session,
+    builds a fresh model and runs ``fit`` for one warm-up and one timed epoch of ``steps``
+    steps; it does not fit on ``tf.errors.ResourceExhaustedError``, ``MemoryError`` or, with
+    ``memory_limit_mib``, a process RSS above that ceiling, counting each trial's own peak
+    only. The docs' page "Know" tells how memory is measured.
 
     Args:
-        build_model: Zero-argument callable returning a new compiled Keras model. Required
-            unless ``trial`` is given. To search under a ``tf.distribute`` strategy, build
-            inside its ``scope()``: batch sizes are then global (split across the replicas).
-        data: Either a callable ``batch_size -> tf.data.Dataset`` (or ``->
-            keras.utils.PyDataset``, read by ``fit`` with its workers) of batches of that size
-            (repeated as needed), or an unbatched ``tf.data.Dataset`` of single examples,
-            which is repeated, batched with ``drop_remainder=True`` and prefetched. Required
-            unless ``trial`` is given.
+        build_model: Zero-argument callable returning a new compiled Keras model (under a
+            strategy's scope, batch sizes are global). Required unless ``trial`` is given.
+        data: A callable ``batch_size -> tf.data.Dataset`` of batches (or ``->
+            keras.utils.PyDataset``, read by ``fit`` with its workers), or an unbatched
+            ``tf.data.Dataset`` of examples (repeated, batched with ``drop_remainder=True``,
+            prefetched). Required unless ``trial`` is given.
         min_batch_size: First and smallest batch size tried. Defaults to ``1``.
         max_batch_size: Largest batch size tried. Defaults to ``4096``.
-        steps: Timed training steps per trial (after as many warm-up steps). Defaults to
-            ``5``.
+        steps: Timed training steps per trial (after as many warm-up steps). Defaults to ``5``.
         max_trials: Most trials run; the search stops there and says so. Defaults to ``32``.
-        memory_limit_mib: Ceiling on the process RSS a trial may reach, in MiB, counting
-            only the trial's own memory on top of the RSS at the start of the search (see
-            above), for CPU training where running out of memory swaps or kills the process
-            instead of raising. Defaults to ``None``: no ceiling.
-        trial: Replaces the default trial (custom measurements, tests): called with a batch
-            size, returns examples/s, or ``None`` when it does not fit (raising
-            ``tf.errors.ResourceExhaustedError`` or ``MemoryError`` counts as not fitting
-            too). Defaults to ``None``: the default trial described above.
+        memory_limit_mib: Ceiling on the process RSS a trial may reach, in MiB (for CPU
+            training, where running out of memory swaps or kills). Defaults to ``None``.
+        trial: Replaces the default trial: ``batch_size -> examples/s``, or ``None`` when it
+            does not fit. Defaults to ``None``.
         clock: Seconds-returning clock for the default trial. Defaults to
             ``time.perf_counter``.
 
@@ -193,62 +162,17 @@ def find_batch_size(
         RuntimeError: If even ``min_batch_size`` does not fit.
 
     Example:
-        >>> def build():
-        ...     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
-        ...     model.compile("adam", "mse")
-        ...     return model
-        >>> examples = tf.data.Dataset.from_tensor_slices((x, y))  # doctest: +SKIP
         >>> result = find_batch_size(build, examples, max_batch_size=1024)  # doctest: +SKIP
         >>> result.largest_fitting, result.fastest  # doctest: +SKIP
-        >>> print(result)  # doctest: +SKIP
     """
-    for name, value in (
-        ("min_batch_size", min_batch_size),
-        ("max_batch_size", max_batch_size),
-        ("steps", steps),
-        ("max_trials", max_trials),
-    ):
-        check_positive_int(name, value)
-    if min_batch_size > max_batch_size:
-        raise ValueError(
-            "`min_batch_size` must not exceed `max_batch_size`. Received: "
-            f"min_batch_size={min_batch_size}, max_batch_size={max_batch_size}"
-        )
-    check_positive_int("memory_limit_mib", memory_limit_mib, allow_none=True)
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
-    if trial is not None:
-        if not callable(trial):
-            raise TypeError(
-                f"`trial` must be a callable (batch_size -> examples/s or None). "
-                f"Received: trial={trial!r}"
-            )
-        run_trial = trial
-    else:
-        if build_model is None or data is None:
-            raise ValueError(
-                "`build_model` and `data` are required unless `trial` is given. Received: "
-                f"build_model={build_model!r}, data={data!r}"
-            )
-        if not callable(build_model):
-            raise TypeError(
-                "`build_model` must be a callable returning a compiled keras.Model. "
-                f"Received: build_model={build_model!r}"
-            )
-        make_dataset = _dataset_maker(data)
-        ceiling = None
-        if memory_limit_mib is not None:
-            keras.backend.clear_session()
-            _release_free_memory()
-            ceiling = _Ceiling(memory_limit_mib * 2**20, _rss())
-
-        def run_trial(batch_size: int) -> _Measured:
-            return _default_trial(build_model, make_dataset, batch_size, steps, ceiling, clock)
-
+    _check_search_arguments(
+        min_batch_size, max_batch_size, steps, max_trials, memory_limit_mib, clock
+    )
+    run_trial = _trial_runner(build_model, data, trial, steps, memory_limit_mib, clock)
     try:
         return _search(run_trial, min_batch_size, max_batch_size, max_trials)
     finally:
-        if trial is None:
+        if trial is None:  # nothing of the default trials stays allocated
             keras.backend.clear_session()
 
 
@@ -257,11 +181,11 @@ def _try(trial: Trial, batch_size: int) -> BatchSizeTrial:
         speed = trial(batch_size)
     except (tf.errors.ResourceExhaustedError, MemoryError, _DoesNotFit) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        memory_bytes = getattr(error, "memory_bytes", None)
-        return BatchSizeTrial(batch_size, False, None, reason[:200], memory_bytes)
+        memory = to_mib(getattr(error, "memory_bytes", None))
+        return BatchSizeTrial(batch_size, False, None, reason[:200], memory)
     if isinstance(speed, _Measured):
         return BatchSizeTrial(
-            batch_size, True, speed.examples_per_second, memory_bytes=speed.memory_bytes
+            batch_size, True, speed.examples_per_second, memory_mib=to_mib(speed.memory_bytes)
         )
     if speed is None:
         return BatchSizeTrial(batch_size, False, None, "trial returned None")

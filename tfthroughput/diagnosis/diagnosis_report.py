@@ -12,7 +12,6 @@ import os
 import textwrap
 from dataclasses import dataclass
 
-from tfthroughput._optional import import_tensorflow
 from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.verdict import (
     BALANCED,
@@ -236,12 +235,6 @@ class DiagnosisReport:
             raise TypeError(f"`log_dir` must be a folder path. Received: log_dir={log_dir!r}")
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"`step` must be an int. Received: step={step!r}")
-        tf = import_tensorflow("DiagnosisReport.write_to_tensorboard")
+        from tfthroughput.monitor.text_entries import write_text
 
-        writer = tf.summary.create_file_writer(os.fspath(log_dir))
-        try:
-            with writer.as_default():
-                tf.summary.text("diagnosis/report", self.to_markdown(), step=step)
-            writer.flush()
-        finally:
-            writer.close()
+        write_text(log_dir, {"diagnosis/report": self.to_markdown()}, step=step)

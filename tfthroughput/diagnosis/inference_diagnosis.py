@@ -4,7 +4,6 @@ per-batch overhead. ``diagnose(..., mode="inference")`` runs it."""
 from __future__ import annotations
 
 import contextlib
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,25 +11,25 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._validation import check_positive_int
-from tfthroughput.data.benchmark import _leading_dimension, benchmark_dataset
-from tfthroughput.diagnosis._arguments import check_precision, check_utilization
-from tfthroughput.diagnosis._pipeline_facts import lint_or_none, slowest_stage
+from tfthroughput.diagnosis._arguments import (
+    DiagnosisArguments,
+    check_diagnosis_arguments,
+    probe_readings,
+)
+from tfthroughput.diagnosis._measurement import (
+    Datasets,
+    Decision,
+    Measurement,
+    Rounds,
+    decide,
+    input_rates,
+    prepare_datasets,
+    summarize,
+)
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, DiagnosisReport
 from tfthroughput.diagnosis.inference_recommendations import inference_recommendations
-from tfthroughput.diagnosis.recommendations import SPEED_RULES
-from tfthroughput.diagnosis.verdict import (
-    BALANCED,
-    INPUT_BOUND,
-    DiagnosisThresholds,
-    input_bound_fraction,
-    per,
-    verdict,
-)
+from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.hardware.utilization import gpu_utilization
-
-# Batches held in memory for the predict-step-only measurement (b), as for training.
-_CACHED_BATCHES = 4
 
 
 def diagnose_inference(
@@ -89,107 +88,72 @@ def diagnose_inference(
         >>> report.verdict  # doctest: +SKIP
         'launch-overhead-bound'
     """
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`model` must be a keras.Model. Received: model={model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            f"`dataset` must be a tf.data.Dataset. Received: dataset={dataset!r} "
-            f"of type {type(dataset).__name__}"
-        )
-    check_positive_int("steps", steps)
-    check_positive_int("repeats", repeats)
-    thresholds = DiagnosisThresholds() if thresholds is None else thresholds
-    if not isinstance(thresholds, DiagnosisThresholds):
-        raise TypeError(
-            "`thresholds` must be a DiagnosisThresholds or None. "
-            f"Received: thresholds={thresholds!r}"
-        )
-    if utilization_probe is not None and not callable(utilization_probe):
-        raise TypeError(
-            "`utilization_probe` must be a callable returning a context manager, or None. "
-            f"Received: utilization_probe={utilization_probe!r}"
-        )
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
-    precision = check_precision(precision)
+    arguments = check_diagnosis_arguments(
+        model, dataset, steps, repeats, thresholds, utilization_probe, clock, precision,
+        compiled=False,
+    )  # fmt: skip
+    return _diagnose_checked(arguments)
 
-    first_batch = next(iter(dataset.take(1)), None)
-    if first_batch is None:
-        raise ValueError(f"`dataset` yielded no batch. Received: dataset={dataset!r}")
-    batch_size = _leading_dimension(first_batch)
-    repeated = dataset.repeat()
-    in_memory = (
-        dataset.take(min(_CACHED_BATCHES, steps)).cache().repeat().prefetch(tf.data.AUTOTUNE)
-    )
-    input_rates = [
-        benchmark_dataset(repeated, steps + 1, clock=clock).batches_per_second
-        for _ in range(repeats + 1)
-    ][1:]
-    compute_seconds: list[float] = []
-    predict_seconds: list[float] = []
-    utilizations: list[float] = []
-    sm_activities: list[float] = []
-    for _ in range(repeats):  # (b) and (c) alternate, so that load hits both alike
-        compute_seconds.append(_timed_predict(model, in_memory, steps, clock, None)[0])
+
+def _diagnose_checked(arguments: DiagnosisArguments) -> DiagnosisReport:
+    """Measure, decide and report, on arguments already checked (``diagnose`` checks them)."""
+    datasets = prepare_datasets(arguments.dataset, arguments.steps)
+    measured = _measure(arguments, datasets)
+    decision = decide(arguments, measured, datasets.repeated)
+    return _report(arguments, datasets.batch_size, measured, decision)
+
+
+def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
+    """(a), then (b) and (c) alternated, so that load from other processes hits both alike."""
+    model, steps, clock = arguments.model, arguments.steps, arguments.clock
+    rates_of_input = input_rates(arguments, datasets.repeated)
+    rounds = Rounds()
+    for _ in range(arguments.repeats):
+        rounds.compute_seconds.append(
+            _timed_predict(model, datasets.in_memory, steps, clock, None)[0]
+        )
         seconds, utilization, sm_activity = _timed_predict(
-            model, repeated, steps, clock, utilization_probe
+            model, datasets.repeated, steps, clock, arguments.utilization_probe
         )
-        predict_seconds.append(seconds)
-        if utilization is not None:
-            utilizations.append(utilization)
-        if sm_activity is not None:
-            sm_activities.append(sm_activity)
+        rounds.seconds.append(seconds)
+        rounds.add_readings(utilization, sm_activity)
+    return summarize(steps, rates_of_input, rounds)
 
-    utilization = sum(utilizations) / len(utilizations) if utilizations else None
-    sm_activity = sum(sm_activities) / len(sm_activities) if sm_activities else None
-    input_rate = statistics.median(input_rates)
-    compute_rate = _rate(steps, statistics.median(compute_seconds))
-    predict_rate = _rate(steps, statistics.median(predict_seconds))
-    fraction = input_bound_fraction(compute_rate, predict_rate)
-    decided = verdict(
-        fraction,
-        per(compute_rate),
-        thresholds,
-        gpu_utilization=utilization,
-        sm_activity=sm_activity,
-    )
-    lint = lint_or_none(dataset)
-    slowest = None
-    if decided in (INPUT_BOUND, BALANCED) and input_rate < compute_rate and lint is not None:
-        if not any(finding.rule in SPEED_RULES for finding in lint.findings):
-            slowest = slowest_stage(repeated, steps)
+
+def _report(
+    arguments: DiagnosisArguments, batch_size: int, measured: Measurement, decision: Decision
+) -> DiagnosisReport:
+    """The report, with the advice that fits inference, the model and the pipeline."""
+    model = arguments.model
     policy = getattr(model, "dtype_policy", None)
     return DiagnosisReport(
         batch_size=batch_size,
-        steps=steps,
-        repeats=repeats,
-        input_batches_per_second=input_rate,
-        compute_batches_per_second=compute_rate,
-        fit_batches_per_second=predict_rate,
-        input_bound_fraction=fraction,
-        verdict=decided,
+        steps=arguments.steps,
+        repeats=arguments.repeats,
+        input_batches_per_second=measured.input_rate,
+        compute_batches_per_second=measured.compute_rate,
+        fit_batches_per_second=measured.rate,
+        input_bound_fraction=decision.fraction,
+        verdict=decision.verdict,
         recommendations=inference_recommendations(
-            verdict=decided,
+            verdict=decision.verdict,
             batch_size=batch_size,
-            input_rate=input_rate,
-            compute_rate=compute_rate,
-            predict_rate=predict_rate,
-            fraction=fraction,
+            input_rate=measured.input_rate,
+            compute_rate=measured.compute_rate,
+            predict_rate=measured.rate,
+            fraction=decision.fraction,
             compute_dtype=str(getattr(policy, "compute_dtype", "float32")),
             jit_compiled=bool(getattr(model, "jit_compile", False)),
             steps_per_execution=int(getattr(model, "steps_per_execution", 1) or 1),
-            gpu_utilization=utilization,
-            sm_activity=sm_activity,
-            lint=lint,
-            slowest_stage=slowest,
-            precision=precision,
+            gpu_utilization=measured.gpu_utilization,
+            sm_activity=measured.sm_activity,
+            lint=decision.lint,
+            slowest_stage=decision.slowest_stage,
+            precision=arguments.precision,
         ),
-        gpu_utilization_percent=utilization,
-        thresholds=thresholds,
-        sm_activity_percent=sm_activity,
+        gpu_utilization_percent=measured.gpu_utilization,
+        thresholds=arguments.thresholds,
+        sm_activity_percent=measured.sm_activity,
         mode=INFERENCE,
     )
 
@@ -242,15 +206,4 @@ def _timed_predict(
     if timer.seconds is None or timer.timed_from >= 2 * steps:
         raise RuntimeError(f"`predict` ran fewer than {2 * steps} batches, so no timing was taken.")
     seconds = timer.seconds * steps / (2 * steps - timer.timed_from)
-    if not readings:
-        return seconds, None, None
-    sm_activity = getattr(readings[0], "sm_activity", None)
-    return (
-        seconds,
-        check_utilization(readings[0]()),
-        check_utilization(sm_activity(), "sm_activity()") if callable(sm_activity) else None,
-    )
-
-
-def _rate(count: int, seconds: float) -> float:
-    return count / seconds if seconds > 0 else float("inf")
+    return (seconds, *probe_readings(readings))

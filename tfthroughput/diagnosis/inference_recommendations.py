@@ -72,22 +72,7 @@ def inference_recommendations(
         )
     step_ms = per(compute_rate) * 1000
     if verdict in (LAUNCH_OVERHEAD_BOUND, COMPUTE_BOUND, BALANCED):
-        tiny = tiny_kernels(gpu_utilization, sm_activity)
-        why = (
-            f"GPU-Util was {gpu_utilization:.1f}% but SM activity only {sm_activity:.1f}%: "
-            "each kernel kept few SMs busy"
-            if tiny
-            else f"a predict step on {batch_size} examples takes {step_ms:.2f} ms"
-        )
-        recs.append(
-            Recommendation(
-                f"a larger batch: model.predict(..., batch_size={batch_size * 4}) or more",
-                f"{why}; inference keeps no gradients, activations for a backward pass or "
-                "optimizer slots, so a batch several times the training batch fits in the same "
-                "memory and changes no result, while each step's fixed cost is paid once per "
-                "batch: examples/s rises until the GPU is full.",
-            )
-        )
+        recs.append(_larger_batch(batch_size, step_ms, gpu_utilization, sm_activity))
     if verdict == LAUNCH_OVERHEAD_BOUND and steps_per_execution == 1:
         recs.append(
             Recommendation(
@@ -97,22 +82,52 @@ def inference_recommendations(
             )
         )
     if verdict != INPUT_BOUND and precision is not None:
-        if precision.xla and not jit_compiled:
-            recs.append(
-                Recommendation(
-                    "XLA: model.compile(..., jit_compile=True)",
-                    f"the {step_ms:.2f} ms predict step is not XLA-compiled; XLA fuses its "
-                    "many small kernels into fewer launches and cuts memory traffic "
-                    f"(recommend_precision: {precision.xla_reason}).",
-                )
-            )
-        if compute_dtype == "float32" and precision.policy != "float32":
-            recs.append(
-                Recommendation(
-                    'mixed_precision("auto")',
-                    f"the model predicts in float32; {precision.policy} halves the bytes each "
-                    "kernel moves and runs matmuls on the tensor cores, and inference needs "
-                    f"no loss scaling (recommend_precision: {precision.policy_reason}).",
-                )
-            )
+        recs += _precision_recommendations(step_ms, compute_dtype, jit_compiled, precision)
     return tuple(recs)
+
+
+def _larger_batch(
+    batch_size: int, step_ms: float, gpu_utilization: float | None, sm_activity: float | None
+) -> Recommendation:
+    """Inference's first lever: a batch several times the training batch fits and changes
+    no result."""
+    tiny = tiny_kernels(gpu_utilization, sm_activity)
+    why = (
+        f"GPU-Util was {gpu_utilization:.1f}% but SM activity only {sm_activity:.1f}%: "
+        "each kernel kept few SMs busy"
+        if tiny
+        else f"a predict step on {batch_size} examples takes {step_ms:.2f} ms"
+    )
+    return Recommendation(
+        f"a larger batch: model.predict(..., batch_size={batch_size * 4}) or more",
+        f"{why}; inference keeps no gradients, activations for a backward pass or "
+        "optimizer slots, so a batch several times the training batch fits in the same "
+        "memory and changes no result, while each step's fixed cost is paid once per "
+        "batch: examples/s rises until the GPU is full.",
+    )
+
+
+def _precision_recommendations(
+    step_ms: float, compute_dtype: str, jit_compiled: bool, precision: Any
+) -> list[Recommendation]:
+    """XLA and mixed precision, where ``recommend_precision`` advises them here."""
+    recs = []
+    if precision.xla and not jit_compiled:
+        recs.append(
+            Recommendation(
+                "XLA: model.compile(..., jit_compile=True)",
+                f"the {step_ms:.2f} ms predict step is not XLA-compiled; XLA fuses its "
+                "many small kernels into fewer launches and cuts memory traffic "
+                f"(recommend_precision: {precision.xla_reason}).",
+            )
+        )
+    if compute_dtype == "float32" and precision.policy != "float32":
+        recs.append(
+            Recommendation(
+                'mixed_precision("auto")',
+                f"the model predicts in float32; {precision.policy} halves the bytes each "
+                "kernel moves and runs matmuls on the tensor cores, and inference needs "
+                f"no loss scaling (recommend_precision: {precision.policy_reason}).",
+            )
+        )
+    return recs

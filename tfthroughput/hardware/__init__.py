@@ -27,7 +27,6 @@ _EXPORTS: dict[str, str] = {
     "default_sources": "tfthroughput.hardware.discovery",
     "discover_sources": "tfthroughput.hardware.discovery",
     "find_gpus": "tfthroughput.hardware.discovery",
-    "visible_gpus": "tfthroughput.hardware.gpu_devices",
 }
 
 __all__ = sorted(_EXPORTS)

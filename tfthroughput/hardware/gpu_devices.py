@@ -82,7 +82,13 @@ def _match_entry(entry: str, uuids: Sequence[str], mig_uuids: Sequence[str]) -> 
 
 
 def visible_gpus(pynvml) -> list[GPUDevice]:
-    """List the GPUs this process uses, through an initialised ``pynvml`` module."""
+    """The NVML step of :func:`tfthroughput.hardware.find_gpus`: the GPUs this process uses, in
+    TensorFlow's numbering, through an initialised ``pynvml`` module.
+
+    ``find_gpus`` is the one way to list GPUs (it never raises, and says why none were found);
+    this step raises ``pynvml.NVMLError`` where NVML cannot count the devices, and is kept
+    apart only so that discovery can reuse the ``pynvml`` module it initialised.
+    """
     uuids: list[str] = []
     names: list[str] = []
     for nvml_index in range(pynvml.nvmlDeviceGetCount()):

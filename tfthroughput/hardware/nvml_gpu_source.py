@@ -46,7 +46,7 @@ class NVMLGPUSource:
 
     Args:
         pynvml: The initialised ``pynvml`` module (see ``tfthroughput.hardware.nvml.nvml``).
-        device: The GPU, as listed by ``tfthroughput.hardware.gpu_devices.visible_gpus``.
+        device: The GPU, as listed by ``tfthroughput.hardware.find_gpus``.
         metrics: Metric names to report; ``None`` reports all GPU metrics available.
     """
 

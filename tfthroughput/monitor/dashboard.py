@@ -12,8 +12,10 @@ when there is no GPU), per window when the monitor cuts windows, else per epoch.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from tensorboard.compat.proto import summary_pb2, types_pb2
 from tensorboard.plugins.custom_scalar import layout_pb2
@@ -68,89 +70,144 @@ def hardware_layout(
         per epoch. A source family with no metric gets no category.
     """
     totals = set(totals)
-    keys = sorted(set(keys) | totals, key=lambda key: (_ORDER.get(key.metric, len(_ORDER)), key))
+    families = _families(set(keys) | totals)
+    gpu_metrics = families.get("GPUs", ("", []))[1]
+    host_metrics = families.get("host", ("", []))[1]
     shown = [name for name in ("mean", "p95") if name in statistics] or [statistics[0]]
     first = "mean" if "mean" in statistics else statistics[0]
-    # Every GPU shares its charts; any other source has its own. Title -> (tag pattern, metrics).
+    names = _Names.of(phase, windows)
+    per_source = functools.partial(
+        _source_categories, families, {key.metric for key in totals}, shown, first, names.name
+    )
+    categories = [_glance_category(names, gpu_metrics, host_metrics, first, examples)]
+    if windows:
+        categories += per_source(names.prefix, names.per)
+    categories.append(_throughput_category(phase, examples))
+    if validation and phase is None:
+        categories.append(_validation_category(gpu_metrics, host_metrics, first, examples))
+    categories += per_source(names.base, f"per {names.unit}")
+    return layout_pb2.Layout(category=categories)
+
+
+@dataclass(frozen=True)
+class _Names:
+    """The words and tag prefixes of one layout: a ``fit``'s, or the run of ``evaluate`` or
+    ``predict`` calls (``phase``), with or without windows."""
+
+    base: str  # the prefix of the per-epoch (per-call) tags
+    unit: str  # what one point is: an epoch, or a call
+    name: str  # the phase in category titles
+    prefix: str  # the prefix of the tags the first row shows
+    per: str  # what one point of the first row is
+    figures: str  # the prefix of the first row's throughput figures
+
+    @classmethod
+    def of(cls, phase: str | None, windows: bool) -> _Names:
+        base = "" if phase is None else f"{phase}/"
+        unit = "epoch" if phase is None else "call"
+        step = "training step" if phase is None else f"{phase} batch"
+        prefix = f"{base}{WINDOW_PREFIX}" if windows else base
+        return cls(
+            base=base,
+            unit=unit,
+            name="" if phase is None else f"{phase} ",
+            prefix=prefix,
+            per=f"per window, x: {step}" if windows else f"per {unit}",
+            figures=prefix.rstrip("/") if windows or phase is not None else "epoch",
+        )
+
+
+def _families(keys: set[SampleKey]) -> dict[str, tuple[str, list[str]]]:
+    """Every GPU shares its charts; any other source has its own: title -> (tag pattern of
+    its sources, its metrics in the metrics' documented order)."""
+    ordered = sorted(keys, key=lambda key: (_ORDER.get(key.metric, len(_ORDER)), key))
     families: dict[str, tuple[str, list[str]]] = {}
-    for key in keys:
+    for key in ordered:
         gpu = re.fullmatch(_GPU_SOURCE, key.source) is not None
         title, pattern = ("GPUs", _GPU_SOURCE) if gpu else (key.source, re.escape(key.source))
         metrics = families.setdefault(title, (pattern, []))[1]
         if key.metric not in metrics:
             metrics.append(key.metric)
-    gpu_metrics = families.get("GPUs", ("", []))[1]
-    host_metrics = families.get("host", ("", []))[1]
+    return families
 
-    base = "" if phase is None else f"{phase}/"
-    unit = "epoch" if phase is None else "call"
-    name = "" if phase is None else f"{phase} "
-    step = "training step" if phase is None else f"{phase} batch"
-    prefix = f"{base}{WINDOW_PREFIX}" if windows else base
-    per = f"per window, x: {step}" if windows else f"per {unit}"
-    figures = prefix.rstrip("/") if windows or phase is not None else "epoch"
-    glance = []
-    for metric, title in _GLANCE_GPU_CHARTS:
-        if metric in gpu_metrics:
-            glance.append(_chart(f"{title} [%]", rf"^{prefix}gpu\d+/{metric}/{first}$"))
+
+def _glance_category(
+    names: _Names,
+    gpu_metrics: Sequence[str],
+    host_metrics: Sequence[str],
+    first: str,
+    examples: bool,
+) -> layout_pb2.Category:
+    """The first row: is the accelerator busy, and how fast is training?"""
+    prefix, figures = names.prefix, names.figures
+    glance = [
+        _chart(f"{title} [%]", rf"^{prefix}gpu\d+/{metric}/{first}$")
+        for metric, title in _GLANCE_GPU_CHARTS
+        if metric in gpu_metrics
+    ]
     if examples:
         glance.append(_chart("examples per second", rf"^{figures}/examples_per_second$"))
     else:
         glance.append(_chart("steps per second", rf"^{figures}/steps_per_second$"))
     if not gpu_metrics and "cpu_percent" in host_metrics:
         glance.append(_chart("host CPU [%]", rf"^{prefix}host/cpu_percent/{first}$"))
-    categories = [_category(f"tfthroughput: {name}at a glance ({per})", glance)]
+    return _category(f"tfthroughput: {names.name}at a glance ({names.per})", glance)
 
-    total_metrics = {key.metric for key in totals}
 
-    def per_source(prefix: str, per: str) -> list[layout_pb2.Category]:
-        stats = "|".join(shown)
-        categories = []
-        for title, (pattern, metrics) in families.items():
-            charts = [
-                _chart(
-                    _titled(metric),
-                    rf"^{prefix}{pattern}/{metric}$"
-                    if metric in total_metrics
-                    else rf"^{prefix}{pattern}/{metric}/({stats})$",
-                )
-                for metric in metrics
-            ]
-            categories.append(
-                _category(f"tfthroughput: {name}{title} ({' and '.join(shown)}, {per})", charts)
+def _source_categories(
+    families: dict[str, tuple[str, list[str]]],
+    total_metrics: set[str],
+    shown: Sequence[str],
+    first: str,
+    name: str,
+    prefix: str,
+    per: str,
+) -> list[layout_pb2.Category]:
+    """A category per source family (its statistics, or totals, under ``prefix``), and GPU-Util
+    against SM activity where both are read."""
+    stats = "|".join(shown)
+    categories = []
+    for title, (pattern, metrics) in families.items():
+        charts = [
+            _chart(
+                _titled(metric),
+                rf"^{prefix}{pattern}/{metric}$"
+                if metric in total_metrics
+                else rf"^{prefix}{pattern}/{metric}/({stats})$",
             )
-            if title == "GPUs" and SM_ACTIVITY in metrics and UTILIZATION in metrics:
-                # GPU-Util beside what the SMs did: tiny kernels keep the first high and the
-                # second low (tfthroughput.hardware.activity).
-                regex = (
-                    rf"^{prefix}{pattern}/({UTILIZATION}/{first}|{SM_ACTIVITY}/{first}"
-                    rf"|{BUSY_BUT_IDLE})$"
-                )
-                chart = _chart("GPU-Util, SM activity and busy-but-idle [%]", regex)
-                categories.append(
-                    _category(f"tfthroughput: {name}GPU-Util against SM activity ({per})", [chart])
-                )
-        return categories
+            for metric in metrics
+        ]
+        categories.append(
+            _category(f"tfthroughput: {name}{title} ({' and '.join(shown)}, {per})", charts)
+        )
+        if title == "GPUs" and SM_ACTIVITY in metrics and UTILIZATION in metrics:
+            # GPU-Util beside what the SMs did: tiny kernels keep the first high and the
+            # second low (tfthroughput.hardware.activity).
+            regex = (
+                rf"^{prefix}{pattern}/({UTILIZATION}/{first}|{SM_ACTIVITY}/{first}"
+                rf"|{BUSY_BUT_IDLE})$"
+            )
+            chart = _chart("GPU-Util, SM activity and busy-but-idle [%]", regex)
+            categories.append(
+                _category(f"tfthroughput: {name}GPU-Util against SM activity ({per})", [chart])
+            )
+    return categories
 
-    if windows:
-        categories += per_source(prefix, per)
-    throughput_of = "epoch/" if phase is None else base
-    throughput = [_chart("steps per second", rf"^{throughput_of}steps_per_second$")]
+
+def _throughput_category(phase: str | None, examples: bool) -> layout_pb2.Category:
+    """Throughput per epoch (per call): steps/s, examples/s, and the time it took."""
+    of = "epoch/" if phase is None else f"{phase}/"
+    throughput = [_chart("steps per second", rf"^{of}steps_per_second$")]
     if examples:
-        throughput.append(_chart("examples per second", rf"^{throughput_of}examples_per_second$"))
+        throughput.append(_chart("examples per second", rf"^{of}examples_per_second$"))
     if phase is None:
         throughput.append(_chart("training time [s]", r"^epoch/seconds$"))
         throughput.append(
             _chart("epoch wall time, validation included [s]", r"^epoch/wall_seconds$")
         )
-        categories.append(_category("tfthroughput: training throughput per epoch", throughput))
-    else:
-        throughput.append(_chart(f"{phase} wall time [s]", rf"^{base}seconds$"))
-        categories.append(_category(f"tfthroughput: {name}throughput per call", throughput))
-    if validation and phase is None:
-        categories.append(_validation_category(gpu_metrics, host_metrics, first, examples))
-    categories += per_source(base, f"per {unit}")
-    return layout_pb2.Layout(category=categories)
+        return _category("tfthroughput: training throughput per epoch", throughput)
+    throughput.append(_chart(f"{phase} wall time [s]", rf"^{of}seconds$"))
+    return _category(f"tfthroughput: {phase} throughput per call", throughput)
 
 
 def _validation_category(

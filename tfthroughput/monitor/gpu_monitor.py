@@ -4,7 +4,9 @@ per window inside an epoch.
 The callback is a thin adapter: sampling lives in :mod:`tfthroughput.hardware.sampler`, turning
 statistics into scalars and writing them in :mod:`tfthroughput.monitor.events`, an epoch's
 windows in :mod:`tfthroughput.monitor.epoch_windows`, watching the ``fit`` in
-:mod:`tfthroughput.monitor.fit_watch`. This module holds the settings and the Keras hooks.
+:mod:`tfthroughput.monitor.fit_watch`, starting and ending its runs in
+:mod:`tfthroughput.monitor.monitor_lifecycle` (the base class). This module holds the settings,
+the Keras hooks and the public methods.
 
 Its batch hooks, ``on_train_batch_end``, ``on_test_batch_end`` and ``on_predict_batch_end``,
 are ``async_safe``: on the backends where Keras dispatches callbacks asynchronously (JAX,
@@ -23,30 +25,15 @@ from __future__ import annotations
 import copy
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-import keras
-
 from tfthroughput._validation import check_bool, check_folder_name, check_positive_int
-from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.metrics import validate_metric_names
 from tfthroughput.hardware.sampler import validate_interval
-from tfthroughput.hardware.source import MonitoringWarning, Source
-from tfthroughput.hardware.window_stats import WindowStats
-from tfthroughput.monitor.batch_count import BatchCounter, attach_to_fit
+from tfthroughput.hardware.source import Source
 from tfthroughput.monitor.epoch_windows import Window
-from tfthroughput.monitor.event_writer import create_new_file
-from tfthroughput.monitor.events import (
-    VALIDATION_LOGS_PREFIX,
-    logs_entries,
-)
-from tfthroughput.monitor.execution_check import warn_partial_execution
-from tfthroughput.monitor.fit_watch import find_fit, fit_locals
-from tfthroughput.monitor.inference_calls import InferenceCalls
-from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
-from tfthroughput.monitor.live_run import LiveRun
-from tfthroughput.monitor.run_start import RunSettings, start_run
+from tfthroughput.monitor.events import VALIDATION_LOGS_PREFIX, logs_entries
+from tfthroughput.monitor.monitor_lifecycle import MonitorLifecycle
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
     check_log_dir,
@@ -54,16 +41,12 @@ from tfthroughput.monitor.settings import (
     check_statistics,
     check_update_freq,
 )
-from tfthroughput.monitor.steps import optimizer_steps, trained_steps
-from tfthroughput.monitor.strategy import (
-    call_batch_size,
-    find_placement,
-    global_batch_size,
-)
+from tfthroughput.monitor.steps import optimizer_steps
+from tfthroughput.monitor.strategy import call_batch_size
 from tfthroughput.sinks.sink import Sink, check_sinks
 
 
-class GPUMonitor(keras.callbacks.Callback):
+class GPUMonitor(MonitorLifecycle):
     """Samples GPU and host metrics during ``fit``, ``evaluate`` and ``predict`` and writes their
     statistics to TensorBoard, each phase on its own.
 
@@ -159,8 +142,6 @@ class GPUMonitor(keras.callbacks.Callback):
 
     # Keras may run `on_train_batch_end` on its callback thread (see the module docstring).
     async_safe = True
-    # Creates each event file; a seam where tests inject file-system faults (in a subclass).
-    _create_event_file = staticmethod(create_new_file)
 
     def __init__(
         self,
@@ -192,15 +173,7 @@ class GPUMonitor(keras.callbacks.Callback):
         self._source_factory = sources
         self._clock = clock
         self.sinks = check_sinks(sinks)
-        self._training: LiveRun | None = None
-        self._batch_count: BatchCounter | None = None  # counts a PyDataset's or generator's
-        self._calls = InferenceCalls()  # evaluate and predict outside fit
-        self._iterations_at_epoch_start: int | None = None
-        self._last_batch: int | None = None  # of the epoch in progress
-        self._entered = False
-        self._worker_folder: str | None = None  # `<task_type>_<index>` in a cluster
-        # The last window step an earlier fit wrote, for a fit that resumes below it.
-        self._written_through: int | None = None
+        self._reset_live_state()  # the runs start in on_train_begin (monitor_lifecycle)
 
     @property
     def run_dir(self) -> str:
@@ -212,32 +185,7 @@ class GPUMonitor(keras.callbacks.Callback):
     # Keras hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
-        self._shutdown()  # a previous run driven by hand may still be open
-        placement = find_placement(self.model)
-        self._worker_folder = placement.worker_name
-        fit_call = find_fit()
-        if fit_call is None and not self._entered:
-            warnings.warn(
-                "GPUMonitor found no Keras `fit` calling it (a hand-written training loop?), "
-                "so it cannot tell if training stops without `on_train_end`: use it as "
-                "`with monitor:` or call `monitor.close()` when done.",
-                MonitoringWarning,
-                stacklevel=2,
-            )
-        batch_size = self._input_batch_size(fit_call)
-        training = start_run(
-            self._run_settings(),
-            self.run_dir,
-            fit_call,
-            batch_size=batch_size,
-            on_abandoned=self._abandon,
-            on_sample=self._window_tick,
-            placement=placement,
-            sinks=self.sinks,
-        )
-        training.written_through = self._written_through
-        self._training = training
-        training.sampler.start()
+        self._start_training()
 
     def on_epoch_begin(self, epoch, logs=None):
         training = self._training
@@ -359,110 +307,3 @@ class GPUMonitor(keras.callbacks.Callback):
 
     def __copy__(self) -> GPUMonitor:
         return self._unstarted_copy(lambda value: value, {})
-
-    # Internals -----------------------------------------------------------------------------
-
-    def _unstarted_copy(self, copy_value: Callable[[object], object], memo: dict) -> GPUMonitor:
-        """A monitor with this one's settings and none of its live state or Keras binding."""
-        clone = type(self).__new__(type(self))
-        memo[id(self)] = clone
-        unstarted = {
-            "_training": None,
-            "_batch_count": None,
-            "_calls": InferenceCalls(),
-            "_entered": False,
-            "_model": None,
-            "params": None,
-            "_iterations_at_epoch_start": None,
-            "_last_batch": None,
-            "_worker_folder": None,
-            "_written_through": None,
-        }
-        for name, value in vars(self).items():
-            clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
-        return clone
-
-    def _steps_this_epoch(self) -> int | None:
-        now = optimizer_steps(self.model)
-        if now is not None and self._iterations_at_epoch_start is not None:
-            epoch = self.params.get("steps") if self.params else None
-            spe = getattr(self.model, "steps_per_execution", 1)
-            iterations = now - self._iterations_at_epoch_start
-            return trained_steps(iterations, self._last_batch, epoch, spe)
-        return self.params.get("steps") if self.params else None
-
-    def _selected(self, stats: WindowStats) -> WindowStats:
-        if self.hardware_metrics is None:
-            return stats
-        # The input-activity source exists only for the cluster exchange: always kept.
-        return stats.only(
-            lambda key: key.metric in self.hardware_metrics or key.source == INPUT_ACTIVITY_SOURCE
-        )
-
-    def _run_settings(self) -> RunSettings:
-        return RunSettings(
-            log_dir=self.log_dir,
-            interval=self.interval,
-            update=self._update,
-            statistics=self.statistics,
-            clock=self._clock,
-            select=self._selected,
-            sources=self._source_factory or (lambda: default_sources(self.hardware_metrics)),
-            create_file=self._create_event_file,
-        )
-
-    def _begin_call(self, phase: str) -> None:
-        """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
-        call = find_fit(phase)
-        self._calls.begin(
-            phase,
-            lambda: start_run(
-                self._run_settings(),
-                os.path.join(self.run_dir, phase),
-                call,
-                batch_size=call_batch_size(phase, self.batch_size),
-                on_abandoned=self._abandon,
-                on_sample=self._window_tick,
-                phase=phase,
-            ),
-            self.params.get("steps") if self.params else None,
-        )
-
-    def _window_tick(self, run: LiveRun) -> None:
-        """On the sampler thread after each sample, with time-based windows."""
-        run.sampled()
-
-    def _abandon(self, run: LiveRun) -> None:
-        """On the sampler thread, once ``fit`` (or the ``evaluate`` or ``predict`` call) has
-        been left without its end hook."""
-        if run.phase is not None:
-            self._calls.abandoned(run)
-            return
-        run.finish()
-        self._written_through = run.written_through
-        if self._training is run:
-            self._training = None  # release the sampler and its sources with it
-
-    def _input_batch_size(self, fit_call: object) -> float | None:
-        """Examples per step of this fit (and its checks of the input and the epoch)."""
-        if fit_call is not None:
-            found = fit_locals("steps_per_epoch")
-            warn_partial_execution(
-                found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
-            )
-        if self.batch_size is None and fit_call is not None:
-            self._batch_count = attach_to_fit()
-        if self._batch_count is not None:
-            return self._batch_count.first_batch_size
-        return global_batch_size(self.batch_size, in_fit=fit_call is not None)
-
-    def _shutdown(self) -> None:
-        if self._batch_count is not None:
-            self._batch_count.detach()
-            self._batch_count = None
-        self._calls.close()
-        training, self._training = self._training, None
-        if training is not None:
-            training.sampler.stop()  # joins the thread, so an abandon in progress ends first
-            training.finish()
-            self._written_through = training.written_through

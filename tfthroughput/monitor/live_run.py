@@ -37,24 +37,17 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 
-from tfthroughput.hardware.sampler import SampleKey, Sampler
+from tfthroughput.hardware.sampler import Sampler
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.cluster_exchange import ClusterExchange
-from tfthroughput.monitor.dashboard import hardware_layout
 from tfthroughput.monitor.epoch_parts import EpochParts, OpenValidation, PhasePart
 from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
 from tfthroughput.monitor.event_writer import EventWriter
-from tfthroughput.monitor.events import (
-    VALIDATION,
-    energy_joules,
-    epoch_figures,
-    hardware_scalars,
-    overstated_utilization_warning,
-    window_scalars,
-)
-from tfthroughput.sinks._fan_out import SinkFanOut
-from tfthroughput.sinks.sink import Measurement
+from tfthroughput.monitor.events import overstated_utilization_warning
+from tfthroughput.monitor.measurements import epoch_measurement, window_measurement
+from tfthroughput.monitor.run_layout import RunLayout
+from tfthroughput.sinks.fan_out import SinkFanOut
 
 # Windows kept for readers such as DipTrigger (GPUMonitor.windows_since).
 RECENT_WINDOWS = 1000
@@ -102,8 +95,13 @@ class LiveRun:
         self.last_step = 0  # optimizer steps completed, as the batch hook last saw
         self.recent: tuple[Window, ...] = ()  # replaced whole, so readers need no lock
         self.window_count = 0
-        self._layout_keys: frozenset[SampleKey] | None = None  # what the written layout shows
-        self._layout_totals: frozenset[SampleKey] = frozenset()
+        self.layout = RunLayout(
+            writer,
+            statistics=statistics,
+            examples=batch_size is not None,
+            windows=not update.per_epoch,
+            phase=phase,
+        )
         self._last_batch: int | None = None
         self.finished = False
         self.warned_overstated_utilization = False
@@ -114,7 +112,6 @@ class LiveRun:
         # The epoch's training part once its validation has begun, with the epoch's start.
         self._training_part: tuple[int, WindowStats, float, float] | None = None
         self.validation: OpenValidation | None = None
-        self._layout_validation = False  # whether the written layout shows validation
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
         """Start an epoch.
@@ -225,7 +222,7 @@ class LiveRun:
             now = self._clock()
             if part is not None:  # validated: after validation, no phase but the epoch's own
                 _, stats, seconds, start = part
-                self._show_in_layout(stats, force=True, validation=True)
+                self.layout.show(stats, force=True, validation=True)
                 return EpochParts(
                     PhasePart(stats, seconds, steps, self.batch_size),
                     validation.ended if validation is not None else None,
@@ -238,41 +235,20 @@ class LiveRun:
             self.last_step = step
             self._publish(windows.cut(self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
-            self._show_in_layout(epoch_stats, force=True)
+            self.layout.show(epoch_stats, force=True)
         seconds = now - windows.start if begun else None
         return EpochParts(PhasePart(epoch_stats, seconds, steps, self.batch_size), None, seconds)
 
     def write_epoch(self, epoch: int, parts: EpochParts) -> None:
         """Write an epoch's phases as one event at ``step=epoch``."""
-        if self.phase is not None:  # a call of evaluate or predict: one phase, prefixed
-            figures = parts.training.figures()
-            scalars = hardware_scalars(
-                parts.training.stats, self._statistics, figures, phase=self.phase
-            )
-        else:
-            figures = parts.training_figures()
-            scalars = hardware_scalars(parts.training.stats, self._statistics, figures)
-            if parts.validation is not None:
-                scalars.update(
-                    hardware_scalars(
-                        parts.validation.stats,
-                        self._statistics,
-                        parts.validation.figures(),
-                        phase=VALIDATION,
-                    )
-                )
-        training = parts.training
         self.sinks.write(
-            Measurement(
-                "epoch",
+            epoch_measurement(
                 epoch,
-                self.last_step,
-                training.steps,
-                figures.get("seconds"),
-                self.batch_size,
-                scalars,
-                figures,
-                training.stats,
+                parts,
+                step=self.last_step,
+                statistics=self._statistics,
+                batch_size=self.batch_size,
+                phase=self.phase,
             )
         )
 
@@ -364,46 +340,9 @@ class LiveRun:
         if self.written_through is not None and window.step <= self.written_through:
             return  # rolled back by a resume and measured again: its samples are in the epoch
         self.written_through = window.step
-        figures = epoch_figures(
-            window.seconds, window.steps, self.batch_size, joules=energy_joules(window.stats)
-        )
-        scalars = window_scalars(window.stats, self._statistics, figures, phase=self.phase)
         self.sinks.write(
-            Measurement(
-                "window",
-                window.epoch,
-                window.step,
-                window.steps,
-                window.seconds,
-                self.batch_size,
-                scalars,
-                figures,
-                window.stats,
+            window_measurement(
+                window, statistics=self._statistics, batch_size=self.batch_size, phase=self.phase
             )
         )
-        self._show_in_layout(window.stats)
-
-    def _show_in_layout(
-        self, stats: WindowStats, force: bool = False, validation: bool = False
-    ) -> None:
-        """Write the Custom Scalars layout when the run shows a source or metric not in it,
-        or its first validation."""
-        written = self._layout_keys
-        keys = (written or frozenset()) | frozenset(stats) | frozenset(stats.totals)
-        self._layout_totals |= frozenset(stats.totals)
-        if keys == written and (self._layout_validation or not validation):
-            return
-        self._layout_validation |= validation
-        if written is None and not keys and not force:
-            return  # a window without samples says nothing yet; an epoch's end writes anyway
-        self._layout_keys = keys
-        layout = hardware_layout(
-            keys,
-            totals=self._layout_totals,
-            statistics=self._statistics,
-            examples=self.batch_size is not None,
-            windows=not self.update.per_epoch,
-            validation=self._layout_validation,
-            phase=self.phase,
-        )
-        self.writer.write_layout(layout)
+        self.layout.show(window.stats)

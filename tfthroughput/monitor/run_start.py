@@ -22,7 +22,7 @@ from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.strategy import Placement
 from tfthroughput.monitor.tensorboard_sink import TensorBoardSink
-from tfthroughput.sinks._fan_out import SinkFanOut
+from tfthroughput.sinks.fan_out import SinkFanOut
 from tfthroughput.sinks.sink import RunInfo, Sink
 
 
@@ -96,33 +96,50 @@ def start_run(
         phase=phase,
     )
     try:
-        fan_out.open(
-            RunInfo(
-                run_dir,
-                settings.log_dir,
-                task=None if placement is None else placement.worker_name,
-                is_chief=True if placement is None else placement.is_chief,
-                batch_size=batch_size,
-                statistics=tuple(settings.statistics),
-            )
-        )
+        fan_out.open(_run_info(settings, run_dir, placement, batch_size))
         extra: list[Source] = []
         if placement is not None and placement.multi_worker:
             # The cluster exchange, and whether input runs Python.
             extra.append(InputActivitySource())
             run.cluster = ClusterExchange(placement, settings.log_dir)
-        run.sampler = Sampler(
-            [*settings.sources(), *extra],
-            settings.interval,
-            keep_running=None if call is None else call.is_running,
-            on_abandoned=functools.partial(on_abandoned, run),
-            on_sample=(
-                functools.partial(on_sample, run) if settings.update.seconds is not None else None
-            ),
-        )
+        run.sampler = _sampler(settings, run, extra, call, on_abandoned, on_sample)
     except BaseException:
         fan_out.close()  # the event writer with them
         if run.cluster is not None:
             run.cluster.close()
         raise
     return run
+
+
+def _run_info(
+    settings: RunSettings, run_dir: str, placement: Placement | None, batch_size: int | None
+) -> RunInfo:
+    """What the sinks are opened with."""
+    return RunInfo(
+        run_dir,
+        settings.log_dir,
+        task=None if placement is None else placement.worker_name,
+        is_chief=True if placement is None else placement.is_chief,
+        batch_size=batch_size,
+        statistics=tuple(settings.statistics),
+    )
+
+
+def _sampler(
+    settings: RunSettings,
+    run: LiveRun,
+    extra: Sequence[Source],
+    call: FitCall | None,
+    on_abandoned: Callable[[LiveRun], None],
+    on_sample: Callable[[LiveRun], None],
+) -> Sampler:
+    """The run's sampler (not started): the monitor's sources and ``extra``, watching ``call``."""
+    return Sampler(
+        [*settings.sources(), *extra],
+        settings.interval,
+        keep_running=None if call is None else call.is_running,
+        on_abandoned=functools.partial(on_abandoned, run),
+        on_sample=(
+            functools.partial(on_sample, run) if settings.update.seconds is not None else None
+        ),
+    )

@@ -110,30 +110,7 @@ def mixed_precision(
     """
     import keras
 
-    recommendation = None
-    if isinstance(policy, str) and policy == "auto":
-        recommendation = recommend_precision(devices)
-        new_policy: Any = keras.DTypePolicy(recommendation.policy)
-    elif devices is not None:
-        raise ValueError(
-            f"`devices` is only used with policy='auto'. Received: policy={policy!r}, "
-            f"devices={devices!r}"
-        )
-    elif isinstance(policy, keras.DTypePolicy):
-        new_policy = policy
-    elif isinstance(policy, str):
-        try:
-            new_policy = keras.DTypePolicy(policy)
-        except ValueError as error:
-            raise ValueError(
-                "`policy` must be 'auto' or a Keras dtype policy name such as "
-                f"'mixed_float16', 'mixed_bfloat16' or 'float32'. Received: policy={policy!r}"
-            ) from error
-    else:
-        raise TypeError(
-            "`policy` must be 'auto', a policy name or a keras.DTypePolicy. "
-            f"Received: policy={policy!r} (of type {type(policy).__name__})"
-        )
+    new_policy, recommendation = _policy_asked_for(policy, devices)
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(new_policy)
     return PolicyChange(
@@ -141,6 +118,35 @@ def mixed_precision(
         current=new_policy.name,
         recommendation=recommendation,
         _previous_policy=previous,
+    )
+
+
+def _policy_asked_for(policy: Any, devices: Any) -> tuple[Any, PrecisionRecommendation | None]:
+    """The ``keras.DTypePolicy`` ``policy`` names, and for ``"auto"`` the recommendation
+    that chose it."""
+    import keras
+
+    if isinstance(policy, str) and policy == "auto":
+        recommendation = recommend_precision(devices)
+        return keras.DTypePolicy(recommendation.policy), recommendation
+    if devices is not None:
+        raise ValueError(
+            f"`devices` is only used with policy='auto'. Received: policy={policy!r}, "
+            f"devices={devices!r}"
+        )
+    if isinstance(policy, keras.DTypePolicy):
+        return policy, None
+    if isinstance(policy, str):
+        try:
+            return keras.DTypePolicy(policy), None
+        except ValueError as error:
+            raise ValueError(
+                "`policy` must be 'auto' or a Keras dtype policy name such as "
+                f"'mixed_float16', 'mixed_bfloat16' or 'float32'. Received: policy={policy!r}"
+            ) from error
+    raise TypeError(
+        "`policy` must be 'auto', a policy name or a keras.DTypePolicy. "
+        f"Received: policy={policy!r} (of type {type(policy).__name__})"
     )
 
 

@@ -128,7 +128,7 @@ def _cc(cc: tuple[int, int]) -> str:
     return f"{cc[0]}.{cc[1]}"
 
 
-def _read_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
+def read_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
     """CPU model name and feature flags from /proc/cpuinfo; empty where unavailable."""
     name, flags = "", set()
     try:
@@ -173,7 +173,7 @@ def describe_devices() -> tuple[DeviceDescription, ...]:
                 tuple(int(v) for v in cc) if cc else None,
             )
         )
-    name, flags = _read_cpu_flags()
+    name, flags = read_cpu_flags()
     devices.append(DeviceDescription("CPU", name, cpu_flags=flags))
     return tuple(devices)
 

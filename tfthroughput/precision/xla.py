@@ -192,7 +192,11 @@ def xla_auto_clustering(enabled: bool = True) -> JitChange:
     return JitChange(previous=previous, current=enabled)
 
 
-def _is_xla_failure(error: BaseException) -> bool:
+def is_xla_failure(error: BaseException) -> bool:
+    """Whether ``error`` is XLA refusing or failing to compile (an op it cannot cluster, a
+    dynamic shape), as told by the markers in its message; ``jit_compile``'s fallback and
+    ``tune``'s XLA trials both use it to tell a compilation failure from a bug in the model.
+    """
     message = str(error)
     return any(marker in message for marker in _XLA_FAILURE_MARKERS)
 
@@ -271,7 +275,7 @@ class _JitFunction:
         try:
             return self._function(*args, **kwargs)
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as error:
-            if not _is_xla_failure(error):
+            if not is_xla_failure(error):
                 raise
             name = getattr(self._python_function, "__qualname__", repr(self._python_function))
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""

@@ -22,6 +22,7 @@ import keras
 from tfthroughput._optional import import_tensorflow
 from tfthroughput._validation import check_folder_name, check_writable_folder
 from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor.text_entries import write_text
 from tfthroughput.profiling.dip_trigger import DipTrigger
 
 # Text tag of the entry written after each capture on a dip, in the run that holds the trace.
@@ -299,10 +300,7 @@ class ProfileSteps(keras.callbacks.Callback):
         where = f" (the Profile tab's session `{session}`)" if traces else ""
         text = f"Captured steps {first} to {last}{where}: {reason}."
         try:
-            writer = tf.summary.create_file_writer(self.run_dir)
-            with writer.as_default(), tf.summary.record_if(True):  # see monitor.events
-                tf.summary.text(CAPTURE_TAG, text, step=first)
-            writer.close()
+            write_text(self.run_dir, {CAPTURE_TAG: text}, step=first)
         except Exception as error:  # noqa: BLE001 - profiling must not stop training
             warnings.warn(
                 f"ProfileSteps could not write its capture note to {self.run_dir!r}: {error!r}",

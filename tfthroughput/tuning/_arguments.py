@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 import numpy as np
 
+from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.data.keras_inputs import EndlessPyDataset, check_not_one_pass, is_py_dataset
+from tfthroughput.tuning.distribution import find_strategy
 
 ARRAYS = "arrays"
 BATCHED = "batched dataset"
@@ -42,20 +44,6 @@ def check_builder(build_model: object) -> None:
             "`build_model` must be a zero-argument function that returns a new compiled "
             f"keras.Model. Received: build_model={build_model!r}"
         )
-
-
-def check_model(model: object) -> keras.Model:
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"`build_model` must return a compiled keras.Model. Received: {model!r} "
-            f"of type {type(model).__name__}"
-        )
-    if not getattr(model, "compiled", False) or model.optimizer is None:
-        raise ValueError(
-            "`build_model` must return a compiled keras.Model (call model.compile(...) inside "
-            f"it). Received: model={model.name!r}, not compiled"
-        )
-    return model
 
 
 def check_positive_seconds(name: str, value: object) -> float:
@@ -199,3 +187,61 @@ def training_data(data: object, batch_size: object) -> TrainingData:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class TuneArguments:
+    """The arguments of ``tune``, checked in the order they are listed, numbers normalised.
+
+    ``tune`` hands all its arguments here first; a new argument of ``tune`` is a new field,
+    checked in ``__post_init__``. ``callbacks`` and ``precision`` are checked where they are
+    read (``tuning/_settings.py``); ``training`` is ``data`` as every trial gets it;
+    ``strategy`` becomes the strategy the trials run under (given, or the caller's scope, or
+    ``None``: ``tuning/distribution.py``).
+    """
+
+    build_model: Any
+    data: Any
+    batch_size: Any
+    steps_per_epoch: Any
+    time_budget: float
+    steps: int
+    rounds: int
+    callbacks: Any
+    strategy: Any
+    precision: Any
+    pipeline: bool
+    xla: bool
+    allow_batch_change: bool
+    max_steps_per_execution: int
+    loss_tolerance: float
+    seed: int
+    log_dir: str | None
+    clock: Any
+    training: TrainingData = field(init=False)
+
+    def __post_init__(self) -> None:
+        check_builder(self.build_model)
+        time_budget = check_positive_seconds("time_budget", self.time_budget)
+        check_positive_int("steps", self.steps)
+        check_positive_int("rounds", self.rounds)
+        if self.rounds < 2:
+            raise ValueError(
+                f"`rounds` must be at least 2 (the noise is the spread between rounds). "
+                f"Received: rounds={self.rounds}"
+            )
+        check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
+        loss_tolerance = check_fraction("loss_tolerance", self.loss_tolerance)
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+        for name in ("pipeline", "xla", "allow_batch_change"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
+        check_callable("clock", self.clock)
+        # Frozen: the normalised numbers and the training data are set once, here.
+        object.__setattr__(self, "time_budget", time_budget)
+        object.__setattr__(self, "loss_tolerance", loss_tolerance)
+        object.__setattr__(self, "training", training_data(self.data, self.batch_size))
+        object.__setattr__(self, "strategy", find_strategy(self.strategy))

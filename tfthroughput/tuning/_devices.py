@@ -7,7 +7,7 @@ import keras
 from tfthroughput.precision.precision_recommendation import (
     DeviceDescription,
     PrecisionRecommendation,
-    _read_cpu_flags,
+    read_cpu_flags,
     recommend_precision,
 )
 
@@ -33,7 +33,7 @@ def recommendation_here() -> PrecisionRecommendation:
         for index in range(torch.cuda.device_count()):
             capability = tuple(int(v) for v in torch.cuda.get_device_capability(index))
             devices.append(DeviceDescription("GPU", torch.cuda.get_device_name(index), capability))
-    name, flags = _read_cpu_flags()
+    name, flags = read_cpu_flags()
     devices.append(DeviceDescription("CPU", name, cpu_flags=flags))
     return recommend_precision(devices)
 

@@ -84,11 +84,9 @@ def plan(data: TrainingData) -> PipelinePlan:
     notes = []
     cacheable = data.epoch_batches is not None
     if data.kind != ARRAYS:
-        from tfthroughput.data._graph import DatasetGraph
-        from tfthroughput.data._ops import SHUFFLE_OPS
+        from tfthroughput.data.lint import random_stages
 
-        graph = DatasetGraph(data.value)
-        random = [s for s in graph.stages if s.op in SHUFFLE_OPS or graph.random_ops(s)]
+        random = random_stages(data.value)
         if random:
             cacheable = False
             notes.append(f"not cached: {random[0]} is random, a cache would freeze it")

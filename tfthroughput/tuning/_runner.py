@@ -17,10 +17,11 @@ from typing import Any
 
 import keras
 
-from tfthroughput.diagnosis._trial_memory import _PeakAdded, _release_free_memory
+from tfthroughput._validation import check_model
+from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
-from tfthroughput.precision.xla import _is_xla_failure
-from tfthroughput.tuning._arguments import check_model
+from tfthroughput.precision.xla import is_xla_failure
+from tfthroughput.tuning.distribution import replica_failure
 from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -47,9 +48,12 @@ class _EpochSeconds(keras.callbacks.Callback):
 
 
 def _reason(error: BaseException) -> str:
+    known = replica_failure(error)
+    if known is not None:
+        return known
     lines = str(error).strip().splitlines()
     first = (lines[0] if lines else "")[:160]
-    if _is_xla_failure(error):
+    if is_xla_failure(error):
         return f"XLA could not compile the train step ({first})"
     name = type(error).__name__
     if name == "ResourceExhaustedError" or isinstance(error, MemoryError):
@@ -101,7 +105,7 @@ class Runner:
         self.model: keras.Model | None = None
         self.warmup_seconds = 0.0
         self.warmup_loss = math.nan
-        self.memory_bytes: int | None = None
+        self.memory_mib: float | None = None
         self.notes: list[str] = []
 
     def start(self, *, user_model_errors: bool = False) -> None:
@@ -109,8 +113,8 @@ class Runner:
 
         With ``user_model_errors``, a builder that returns no compiled model raises its own
         ``TypeError``/``ValueError`` (the baseline: the user must fix the builder)."""
-        _release_free_memory()
-        with _PeakAdded() as memory:
+        release_free_memory()
+        with PeakAdded() as memory:
             start = self._clock()
             try:
                 self._build()
@@ -126,7 +130,7 @@ class Runner:
                 self._warm_data()
             self.warmup_loss = self._fit(self.warmup_steps)[1]
             self.warmup_seconds = self._clock() - start
-        self.memory_bytes = _device_peak_bytes() or memory.added
+        self.memory_mib = to_mib(_device_peak_bytes() or memory.added)
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
@@ -142,7 +146,7 @@ class Runner:
     def _build(self) -> None:
         keras.utils.set_random_seed(self._seed)
         if self.setup is None:
-            model = check_model(self._build_model())
+            model = check_model(self._build_model(), returned_by="build_model")
             self.setup = TuneSetup(
                 int(model.steps_per_execution),
                 bool(model.jit_compile),
@@ -153,7 +157,7 @@ class Runner:
             return
         with mixed_precision(self.setup.policy), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model = check_model(self._build_model())
+            model = check_model(self._build_model(), returned_by="build_model")
             model.steps_per_execution = self.setup.steps_per_execution
             model.jit_compile = self.setup.jit_compile
             if self.setup.jit_compile and not model.jit_compile:

@@ -25,7 +25,7 @@ from dataclasses import replace
 import keras
 
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
-from tfthroughput.tuning import _pipeline
+from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, PY_DATASET
 from tfthroughput.tuning._epoch import divides
 from tfthroughput.tuning._measure import MIN_NOISE
@@ -111,6 +111,20 @@ class Search(TrialRunner):
         self._notes.append("input pipeline tried: " + ", ".join(why))
         self._notes += list(self._plan.notes)
         self._try(self._best[0].with_(pipeline=True), same_arithmetic=True)
+        if bound:  # the input is the limit: a CPU augmentation may move to the step
+            self._device_augmentation_knob()
+
+    def _device_augmentation_knob(self) -> None:
+        dataset, why_not = _device_augmentation.device_dataset(self._data, self._best[0].batch_size)
+        if dataset is None:
+            if why_not:
+                self._notes.append(f"augmentation in the training step not tried: {why_not}")
+            return
+        self._notes.append(
+            "augmentation in the training step tried: the pipeline's augment_fn per batch in "
+            "DeviceAugmented (a new random stream: loss checked at loss_tolerance)"
+        )
+        self._try(self._best[0].with_(augment_on_device=True), same_arithmetic=False)
 
     def _steps_per_execution_line(self, jit: bool, first: int) -> None:
         current = self._best[0]
@@ -161,6 +175,11 @@ class Search(TrialRunner):
             )
         if chosen.policy != self._base_setup.policy:
             notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        if chosen.augment_on_device:
+            notes.append(
+                'build the pipeline with augment_on="device" and fit '
+                "tfthroughput.data.DeviceAugmented(model, dataset); save the model itself"
+            )
         spe = chosen.steps_per_execution
         if spe != self._base_setup.steps_per_execution and spe > 1:
             notes.append(

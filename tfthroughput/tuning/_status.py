@@ -9,3 +9,6 @@ SLOWER = "slower"
 FAILED = "failed"
 REJECTED = "loss diverges"
 PROBE = "probe"
+# Inference only (tune(..., mode="inference")).
+OUTPUTS_DIFFER = "outputs differ"
+OVER_LATENCY = "over latency limit"

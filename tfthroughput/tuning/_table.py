@@ -30,7 +30,7 @@ def _row(trial: TuneTrial, gpu: bool) -> list[str]:
         _ratio(trial),
         _optional(trial.noise, "{:.0%}"),
         _optional(trial.warmup_seconds, "{:.1f}"),
-        _optional(None if trial.memory_bytes is None else trial.memory_bytes / 2**20, "{:,.0f}"),
+        _optional(trial.memory_mib, "{:,.0f}"),
     ]
     if gpu:
         cells += [
@@ -61,6 +61,8 @@ def render(result: TuneResult) -> str:
         f"search: {len(result.trials)} trials in {result.seconds:.1f} s "
         f"(budget {result.time_budget:.0f} s){budget}"
     )
+    if getattr(result, "distribution", None) is not None:
+        lines.append(f"strategy: {result.distribution}")
     if result.improved:
         trial = result.chosen_trial
         lines.append(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import keras
 
-from tfthroughput.tuning import _pipeline
+from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._runner import Runner, TrialFailed
@@ -118,7 +118,7 @@ class TrialRunner:
                 "as given: " + _describe(runner.setup),
                 BASELINE,
                 warmup_seconds=runner.warmup_seconds,
-                memory_bytes=runner.memory_bytes,
+                memory_mib=runner.memory_mib,
                 reason="; ".join(runner.notes),
             )
         )
@@ -159,12 +159,14 @@ class TrialRunner:
             factor = setup.batch_size // base.batch_size
             warmup = max(setup.steps_per_execution, warmup // factor)
             steps = max(setup.steps_per_execution, steps // factor)
-        warm = None
+        warm, build = None, self._build_model
         if feed is None:
             feed, warm = self._feed(setup, steps)
+        if setup.augment_on_device:  # tuning/_device_augmentation.py
+            build = _device_augmentation.device_builder(self._build_model, feed["x"])
         runner = Runner(
             setup,
-            self._build_model,
+            build,
             feed,
             steps=steps,
             examples_per_step=self._examples_per_step(setup.batch_size),
@@ -229,7 +231,7 @@ class TrialRunner:
             noise=comparison.noise,
             rounds_won=comparison.rounds_won,
             warmup_seconds=runner.warmup_seconds,
-            memory_bytes=runner.memory_bytes,
+            memory_mib=runner.memory_mib,
             gpu_utilization=comparison.gpu_utilization,
             sm_activity=comparison.sm_activity,
             loss_check=check,
@@ -237,6 +239,9 @@ class TrialRunner:
         )
 
     def _feed(self, setup: TuneSetup, steps: int) -> tuple[dict, Callable[[], None] | None]:
+        if setup.augment_on_device:
+            dataset, _ = _device_augmentation.device_dataset(self._data, setup.batch_size)
+            return {"x": dataset, "shuffle": False}, None
         if not setup.pipeline:
             return self._data.feed(setup.batch_size, steps), None
         dataset = _pipeline.rebuilt(self._data, self._plan, setup.batch_size)

@@ -16,6 +16,7 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     SLOWER,
 )
 from tfthroughput.tuning._table import render
+from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -38,8 +39,8 @@ class TuneTrial:
         rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
-        memory_bytes: Peak memory the trial added: GPU peak where the backend tells it, else
-            the process's peak RSS over its start.
+        memory_mib: Peak memory the trial added, in MiB: GPU peak where the backend tells
+            it, else the process's peak RSS over its start.
         gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
         sm_activity: Mean SM activity (%) over its timed runs, where measured.
         loss_check: The warm-up loss against the baseline's; ``None`` for the baseline.
@@ -56,7 +57,7 @@ class TuneTrial:
     noise: float | None = None
     rounds_won: int | None = None
     warmup_seconds: float | None = None
-    memory_bytes: int | None = None
+    memory_mib: float | None = None
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     loss_check: LossCheck | None = None
@@ -78,6 +79,8 @@ class TuneResult:
         pipeline_kwargs: Arguments for ``tfthroughput.build_pipeline(data, ...)`` when the
             chosen setup rebuilds the input pipeline; else ``None``.
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
+        distribution: The ``tf.distribute`` strategy the trials ran under, with the global and
+            per-replica batch of the baseline and the chosen setup; ``None`` without one.
     """
 
     baseline: TuneSetup
@@ -88,6 +91,7 @@ class TuneResult:
     stopped_by_budget: bool = False
     pipeline_kwargs: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    distribution: TuneDistribution | None = None
 
     @property
     def improved(self) -> bool:
@@ -128,13 +132,16 @@ class TuneResult:
         chosen, lines = self.chosen, []
         if chosen.policy != self.baseline.policy:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
-        lines.append("model = build_model()")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
         compile_line = f"model.compile(..., {kwargs})"
         spe = chosen.steps_per_execution
         if spe > 1 and spe != self.baseline.steps_per_execution:
             compile_line += f"  # Keras runs whole executions: steps_per_epoch a multiple of {spe}"
-        lines.append(compile_line)
+        build = ["model = build_model()", compile_line]
+        if self.distribution is not None:
+            scope = f"with strategy.scope():  # the {self.distribution.strategy} tune ran under"
+            build = [scope] + [f"    {line}" for line in build]
+        lines += build
         data = "data"
         if self.pipeline_kwargs is not None:
             args = ", ".join(f"{k}={v!r}" for k, v in self.pipeline_kwargs.items())
@@ -143,7 +150,10 @@ class TuneResult:
         batch = ""
         if chosen.batch_size != self.baseline.batch_size and self.pipeline_kwargs is None:
             batch = f", batch_size={chosen.batch_size}"
-        lines.append(f"model.fit({data}{batch}, ...)")
+        fit = f"model.fit({data}{batch}, ...)"
+        if batch and self.distribution is not None:
+            fit += f"  # {self.distribution.batch(chosen.batch_size)}"
+        lines.append(fit)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,6 +177,7 @@ class TuneResult:
             "pipeline_kwargs": self.pipeline_kwargs,
             "notes": list(self.notes),
             "trials": [trial(t) for t in self.trials],
+            "distribution": None if self.distribution is None else self.distribution.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -176,11 +187,13 @@ class TuneResult:
         return render(self)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/result``) in ``log_dir``.
+        """Write the table to TensorBoard's Text tab (tag ``tune/result``, as a preformatted
+        block, and its JSON under ``tune/result_json``) in a new event file in ``log_dir``.
 
         Returns:
             The event file's path.
         """
-        from tfthroughput.tuning._tensorboard import write_text
+        from tfthroughput.monitor.text_entries import write_text
 
-        return write_text(log_dir, "tune/result", str(self), self.to_json())
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {"tune/result": block, "tune/result_json": self.to_json()})

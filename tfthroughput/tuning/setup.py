@@ -17,6 +17,8 @@ class TuneSetup:
         pipeline: Whether the input pipeline is rebuilt (parallel map, cache where
             deterministic, ``prefetch``); see ``docs/tuning.md``.
         batch_size: Examples per batch, or ``None`` for a dataset that is already batched.
+        augment_on_device: Whether the pipeline's ``augment_fn`` runs per batch in the training
+            step (``build_pipeline(..., augment_on="device")`` and ``DeviceAugmented``).
     """
 
     steps_per_execution: int
@@ -24,6 +26,7 @@ class TuneSetup:
     policy: str
     pipeline: bool = False
     batch_size: int | None = None
+    augment_on_device: bool = False
 
     def with_(self, **changes: Any) -> TuneSetup:
         """A copy with ``changes`` applied."""
@@ -43,6 +46,8 @@ class TuneSetup:
             parts.append("pipeline rebuilt")
         if self.batch_size != baseline.batch_size:
             parts.append(f"batch_size={self.batch_size}")
+        if self.augment_on_device != baseline.augment_on_device:
+            parts.append("augmentation in the training step")
         return ", ".join(parts) or "as given"
 
     @property

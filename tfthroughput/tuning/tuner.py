@@ -12,22 +12,16 @@ from typing import Any
 
 import keras
 
-from tfthroughput._validation import check_positive_int
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
-from tfthroughput.tuning._arguments import (
-    PY_DATASET,
-    check_builder,
-    check_fraction,
-    check_positive_seconds,
-    training_data,
-)
-from tfthroughput.tuning._devices import recommendation_here
-from tfthroughput.tuning._epoch import epoch_steps
+from tfthroughput.tuning._arguments import TuneArguments
+from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
+from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning.distribution import describe, in_scope
+from tfthroughput.tuning.inference_result import InferenceTuneResult
+from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
 from tfthroughput.tuning.result import TuneResult
-
-_BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
 def tune(
@@ -40,6 +34,7 @@ def tune(
     steps: int = 128,
     rounds: int = 3,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    strategy: Any | None = None,
     precision: PrecisionRecommendation | bool | None = None,
     pipeline: bool = True,
     xla: bool = True,
@@ -49,231 +44,95 @@ def tune(
     seed: int = 0,
     log_dir: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
-) -> TuneResult:
+    mode: str = "training",
+    max_batch_latency_ms: float | None = None,
+    output_tolerance: float | None = None,
+) -> TuneResult | InferenceTuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
-    The baseline is the model exactly as ``build_model`` compiles it. Then, each on top of the
-    best setup so far, on fresh models from the same seed: the input pipeline (TensorFlow
-    only, and only where the input is the limit: diagnose's input-bound fraction from a
-    compute-only probe, or a ``lint_pipeline`` finding), ``steps_per_execution`` (a doubling
-    search, once with XLA as compiled and once with XLA flipped, since XLA can help at one
-    value and hurt at another), the dtype policy :func:`tfthroughput.recommend_precision`
-    recommends (where it differs from the one in force), and, with ``allow_batch_change``,
-    batch sizes 2x and 4x.
-
-    Measurement: every trial warms up once (tracing and XLA compilation are reported as
-    warm-up seconds, not timed), then runs ``rounds`` timed runs of ``steps`` steps,
-    alternated with runs of the baseline so drift of the machine cancels. A trial is
-    ``"faster"`` only when even its lowest per-round ratio to the baseline exceeds
-    ``1 + noise``, the baseline's own relative spread in the same rounds (at least 3 %).
-    Trials that fail (out of memory, XLA cannot compile, a non-finite loss) are reported with
-    the reason and never chosen.
-
-    The math: every trial starts from the same initial weights and sees the same examples in
-    the same order; the mean loss of its warm-up is compared with the baseline's.
-    ``steps_per_execution`` and the rebuilt pipeline must match it within ``1e-5``
-    (relative); XLA, the policy and the batch size change the arithmetic and may differ by
-    ``loss_tolerance``; beyond it the trial is rejected.
+    The baseline is the model exactly as ``build_model`` compiles it; then, each on top of the
+    best setup so far: the input pipeline, ``steps_per_execution`` with XLA as compiled and
+    flipped, the recommended dtype policy, and with ``allow_batch_change`` batches 2x and 4x,
+    each kept only if faster beyond the noise with the baseline's loss (the page "Tune").
 
     Args:
-        build_model: Zero-argument function returning a new compiled ``keras.Model`` (called
-            once per trial, under the trial's dtype policy).
-        data: What ``fit`` takes: a ``tf.data.Dataset`` of batches (labelled, or ``x`` alone
-            for a model with its own ``train_step``), an unbatched one with ``batch_size``, a
-            ``keras.utils.PyDataset`` (read by ``fit`` with its workers; the compute-only
-            probe then reports how much of the step waits on it), or NumPy arrays: a tuple
-            ``(x, y)``, or ``x`` alone when unlabeled.
-        batch_size: Examples per batch for arrays (default ``None``: 32, as ``fit``) and for
-            an unbatched dataset; ``None`` for a batched dataset or a PyDataset.
-        steps_per_epoch: The ``steps_per_epoch`` you pass to ``fit``. Keras runs whole
-            executions (``steps_per_execution=128`` with ``steps_per_epoch=64`` trains 128
-            steps per epoch), so only values of ``steps_per_execution`` that divide the epoch
-            are tried. Defaults to ``None``: the data's own epoch (batches in one pass of a
-            finite dataset, a PyDataset or arrays; no bound for an infinite dataset).
-        time_budget: Seconds the search may take. Defaults to ``180``. A trial is not
-            started when the time left is less than 1.25 times the cost of the most expensive
-            of the last three trials.
-        steps: Steps of each trial's warm-up (rounded up to a power-of-two multiple of the
-            model's own ``steps_per_execution``), the largest ``steps_per_execution`` tried,
-            and the shortest timed run: timed runs are doubled (up to 64x) until the
-            baseline's lasts 0.1 s, so that scheduling noise does not dominate them.
-            Defaults to ``128``.
+        build_model: Zero-argument function returning a new compiled ``keras.Model``.
+        data: A ``tf.data.Dataset`` of batches (``x`` alone for a model with its own
+            ``train_step``), an unbatched one with ``batch_size``, a ``keras.utils.PyDataset``
+            (read by ``fit`` with its workers; its input side is reported), or NumPy arrays:
+            a tuple ``(x, y)``, or ``x`` alone when unlabeled.
+        batch_size: Examples per batch for arrays (``None``: 32) and unbatched datasets.
+        steps_per_epoch: The ``steps_per_epoch`` you pass to ``fit``: Keras runs whole
+            executions, so only ``steps_per_execution`` values that divide it are tried.
+            Defaults to ``None``: one pass over finite data (no bound for infinite data).
+        time_budget: Seconds the search may take. Defaults to ``180``.
+        steps: Steps of each trial's warm-up, the largest ``steps_per_execution`` tried, and
+            the shortest timed run. Defaults to ``128``.
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
-        callbacks: The callbacks you train with: one that needs every batch's hook (it
-            overrides a train batch hook and has no integer ``update_freq``) keeps
-            ``steps_per_execution`` at 1; an integer ``update_freq`` bounds it. Defaults to
-            ``None``.
-        precision: ``None`` (default): what ``recommend_precision`` says for this machine's
-            devices; a :class:`~tfthroughput.precision.PrecisionRecommendation` to use
-            instead; ``False``: do not try a policy.
-        pipeline: Whether the input pipeline may be tried (TensorFlow backend); for a
-            PyDataset, whether its input side is measured (any backend). Defaults to ``True``.
-        xla: Whether to try XLA flipped (``jit_compile`` the other way from the model's).
-            Defaults to ``True``. Not under JAX, which always compiles with XLA
-            (``jit_compile=False`` runs eagerly there).
-        allow_batch_change: Try batch sizes 2x and 4x. They change the learning dynamics
-            (fewer optimizer steps); the result says so. Defaults to ``False``.
+        callbacks: The callbacks you train with: one that needs every batch's hook keeps
+            ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
+        strategy: A ``tf.distribute.Strategy`` every trial is built and trained under (the
+            batch is then global; the result's ``distribution`` gives it per replica).
+            Defaults to ``None``: the scope ``tune`` is called in, if any. TensorFlow only.
+        precision: ``None`` (default): ``recommend_precision()`` here; a
+            ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
+        pipeline: Whether the input pipeline may be tried (for a PyDataset: measured and
+            reported). Defaults to ``True``.
+        xla: Whether to try XLA flipped (not under JAX). Defaults to ``True``.
+        allow_batch_change: Try batch sizes 2x and 4x. Defaults to ``False``.
         max_steps_per_execution: Largest ``steps_per_execution`` tried. Defaults to ``1024``.
-        loss_tolerance: Relative loss difference allowed for knobs that change the
-            arithmetic. Defaults to ``0.05``.
+        loss_tolerance: Relative loss difference allowed. Defaults to ``0.05``.
         seed: Seed set before every model is built. Defaults to ``0``.
-        log_dir: Where to write the table to TensorBoard's Text tab (the run it concerns).
-            Defaults to ``None``: not written.
+        log_dir: Where to write the table to TensorBoard's Text tab. Defaults to ``None``.
         clock: Seconds clock. Defaults to ``time.perf_counter``.
+        mode: ``"training"``, or ``"inference"`` for ``predict`` (the page "Tune: inference").
+        max_batch_latency_ms: Inference: largest p95 latency of one batch, ms. Default: none.
+        output_tolerance: Inference: output difference allowed, relative. Default: ``0.02``.
 
     Returns:
-        A frozen :class:`~tfthroughput.tuning.TuneResult`: ``print`` it for the table;
-        ``compile_kwargs``, ``apply(model)``, ``pipeline_kwargs`` and ``snippet`` apply it.
+        A frozen :class:`~tfthroughput.tuning.TuneResult` (``InferenceTuneResult`` in inference
+        mode): ``print`` it; ``compile_kwargs``, ``apply(model)``, ``snippet`` apply it.
 
     Raises:
-        TypeError: If ``build_model`` is a model rather than a function, returns no compiled
-            model, or ``data``/an argument has the wrong type.
-        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...).
+        TypeError: If an argument has the wrong type (``build_model`` or what it returns).
+        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
+            ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
         RuntimeError: If the model as given cannot be trained.
 
     Example:
-        >>> def build():
-        ...     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(1)])
-        ...     model.compile("sgd", "mse")
-        ...     return model
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
-        >>> print(result)  # doctest: +SKIP
-        >>> model.compile("sgd", "mse", **result.compile_kwargs)  # doctest: +SKIP
     """
-    check_builder(build_model)
-    time_budget = check_positive_seconds("time_budget", time_budget)
-    check_positive_int("steps", steps)
-    check_positive_int("rounds", rounds)
-    if rounds < 2:
-        raise ValueError(
-            f"`rounds` must be at least 2 (the noise is the spread between rounds). "
-            f"Received: rounds={rounds}"
-        )
-    check_positive_int("max_steps_per_execution", max_steps_per_execution)
-    loss_tolerance = check_fraction("loss_tolerance", loss_tolerance)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
-    for name, value in (
-        ("pipeline", pipeline),
-        ("xla", xla),
-        ("allow_batch_change", allow_batch_change),
-    ):
-        if not isinstance(value, bool):
-            raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
-    if not callable(clock):
-        raise TypeError(f"`clock` must be callable. Received: clock={clock!r}")
-    training = training_data(data, batch_size)
-    notes: list[str] = []
-    epoch = epoch_steps(steps_per_epoch, training.epoch_batches, notes)
-    bound = min(max_steps_per_execution, epoch or max_steps_per_execution)
-    bound = _callback_bound(callbacks, bound, notes)
-    if epoch is not None and epoch < max_steps_per_execution:
-        notes.append(f"steps_per_execution bounded by the epoch length ({epoch} steps)")
-    policy = _policy_to_try(precision, notes)
-    if xla and keras.backend.backend() == "jax":
-        xla = False
-        notes.append(
-            "XLA not flipped: JAX compiles every step with XLA, and jit_compile=False would "
-            "run the steps eagerly"
-        )
-    # A PyDataset's input side is measured, not rebuilt: no TensorFlow needed for that.
-    try_pipeline = pipeline and (
-        keras.backend.backend() == "tensorflow" or training.kind == PY_DATASET
-    )
-    if pipeline and not try_pipeline:
-        notes.append(
-            "input pipeline not tried: the pipeline knob needs TensorFlow (Keras backend is "
-            f"{keras.backend.backend()})"
-        )
-    settings = SearchSettings(
-        steps=steps,
-        rounds=rounds,
-        time_budget=time_budget,
-        loss_tolerance=loss_tolerance,
-        seed=seed,
-        max_steps_per_execution=bound,
-        policy=policy,
-        try_pipeline=try_pipeline,
-        try_xla=xla,
-        allow_batch_change=allow_batch_change,
-        notes=tuple(notes),
-        epoch_steps=epoch,
-    )
-    policy_in_force = keras.config.dtype_policy()
-    _clear_session(policy_in_force)
-    sampler = _gpu_sampler()
-    try:
-        result = Search(build_model, training, settings, clock, GPUWindows(sampler)).run()
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        _clear_session(policy_in_force)
-    if log_dir is not None:
-        result.write_to_tensorboard(log_dir)
+    given, inference = split_mode(locals())  # inference: None in training mode
+    if inference:
+        return tune_inference(**given, **inference)
+    arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
+    result = _search(arguments, search_settings(arguments))
+    result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
+    if arguments.log_dir is not None:
+        result.write_to_tensorboard(arguments.log_dir)
     return result
 
 
-def _clear_session(policy: Any) -> None:
-    """Free the previous models' memory, keeping the dtype policy (clear_session resets it)."""
-    keras.backend.clear_session()
-    keras.config.set_dtype_policy(policy)
-
-
-def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:
-    if callbacks is None:
-        return bound
-    if not isinstance(callbacks, (list, tuple)) or not all(
-        isinstance(c, keras.callbacks.Callback) for c in callbacks
-    ):
-        raise TypeError(
-            f"`callbacks` must be a list of keras.callbacks.Callback. Received: {callbacks!r}"
+def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
+    """Run the trials, in a clean Keras session, with GPU-Util sampled where there is a GPU."""
+    policy_in_force = keras.config.dtype_policy()
+    clear_session(policy_in_force)
+    sampler = gpu_sampler()
+    try:
+        search = Search(
+            in_scope(arguments.build_model, arguments.strategy),
+            arguments.training,
+            settings,
+            arguments.clock,
+            GPUWindows(sampler),
         )
-    for callback in callbacks:
-        overrides = any(
-            getattr(type(callback), hook) is not getattr(keras.callbacks.Callback, hook)
-            for hook in _BATCH_HOOKS
-        )
-        if not overrides:
-            continue
-        frequency = getattr(callback, "update_freq", None)
-        if frequency == "epoch":
-            continue
-        limit = frequency if isinstance(frequency, int) and frequency > 0 else 1
-        if limit < bound:
-            bound = limit
-            notes.append(
-                f"steps_per_execution bounded by {type(callback).__name__} to {limit}: it needs "
-                "its batch hook every " + ("batch" if limit == 1 else f"{limit} batches")
-            )
-    return bound
+        return search.run()
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        clear_session(policy_in_force)
 
 
-def _policy_to_try(precision: object, notes: list[str]) -> str | None:
-    if precision is False:
-        return None
-    if precision is None or precision is True:
-        precision = recommendation_here()
-    if not isinstance(precision, PrecisionRecommendation):
-        raise TypeError(
-            "`precision` must be None, False or a PrecisionRecommendation (from "
-            f"recommend_precision). Received: precision={precision!r}"
-        )
-    current = keras.config.dtype_policy().name
-    if precision.policy in (current, "float32"):
-        notes.append(
-            f"dtype policy not tried: recommend_precision says {precision.policy} "
-            f"({precision.policy_reason})"
-        )
-        return None
-    return precision.policy
-
-
-def _gpu_sampler() -> Any:
-    """A started sampler of GPU-Util and SM activity, or ``None`` without a GPU."""
-    from tfthroughput.hardware.discovery import discover_sources
-    from tfthroughput.hardware.sampler import Sampler
-
-    discovery = discover_sources(["utilization_percent", "sm_activity_percent"], host=False)
-    if not discovery.sources:
-        return None
-    return Sampler(discovery.sources, interval=0.05).start()
+def _examples_per_step(training: Any) -> int:
+    x, _ = training.first_batch()
+    return int(keras.tree.flatten(x)[0].shape[0])

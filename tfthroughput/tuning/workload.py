@@ -2,10 +2,11 @@
 
 The contract: ``FUNCTION`` takes no arguments and returns either a dict of
 :func:`tfthroughput.tune`'s arguments, with at least ``build_model`` and ``data`` (and, for
-arrays or an unbatched dataset, ``batch_size``; ``callbacks`` and ``precision`` may be given
-too), or a tuple ``(build_model, data)`` or ``(build_model, data, batch_size)``. ``MODULE`` is
-an importable module name (``my_project.train``) or the path of a Python file
-(``train.py``); the current folder is searched first.
+arrays or an unbatched dataset, ``batch_size``; ``callbacks``, ``precision`` and ``strategy``
+may be given too), or a tuple ``(build_model, data)`` or ``(build_model, data, batch_size)``.
+``MODULE`` is an importable module name (``my_project.train``) or the path of a Python file
+(``train.py``); the current folder is searched first. With ``--inference``, ``data``
+is what ``predict`` takes (inputs only) and ``build_model`` may return an uncompiled model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import sys
 from typing import Any
 
 # Arguments of tune the workload function may set; the command line sets the others.
-WORKLOAD_KEYS = frozenset({"build_model", "data", "batch_size", "callbacks", "precision"})
+WORKLOAD_KEYS = frozenset(
+    {"build_model", "data", "batch_size", "callbacks", "precision", "strategy"}
+)
 
 
 def load_workload(spec: str) -> dict[str, Any]:
@@ -58,6 +61,19 @@ def load_workload(spec: str) -> dict[str, Any]:
             f"{sorted(WORKLOAD_KEYS)}"
         )
     return returned
+
+
+def inference_arguments(inference: bool, max_batch_latency_ms: float | None) -> dict[str, Any]:
+    """tune's arguments for ``--inference`` and ``--max-batch-latency-ms``.
+
+    Raises:
+        ValueError: If a latency limit is given without ``--inference``.
+    """
+    if not inference:
+        if max_batch_latency_ms is not None:
+            raise ValueError("--max-batch-latency-ms applies to --inference only")
+        return {}
+    return {"mode": "inference", "max_batch_latency_ms": max_batch_latency_ms}
 
 
 def _import(module_name: str) -> Any:

@@ -8,6 +8,10 @@ system (garbage collection, then glibc's ``malloc_trim``), the trial's starting 
 its peak is taken relative to that start: from the kernel's own high-water mark, reset at the
 start (``/proc/self/clear_refs``, Linux), or else by sampling RSS every 10 ms (psutil), which can
 miss shorter spikes.
+
+``tune`` measures each trial's memory the same way (``TuneTrial.memory_mib``), so this module
+is the diagnosis room's named helper for both: internal (not in ``tfthroughput.diagnosis``'s
+face), but importable by the rooms above it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ _CLEAR_REFS = "/proc/self/clear_refs"
 _RESET_PEAK = "5"  # clear_refs: reset the peak RSS (VmHWM) to the current RSS, Linux >= 4.0
 
 
-def _release_free_memory() -> None:
+def release_free_memory() -> None:
     """Collect garbage and return the C heap's free pages to the system where glibc allows."""
     gc.collect()
     if sys.platform.startswith("linux"):
@@ -36,7 +40,18 @@ def _release_free_memory() -> None:
             pass
 
 
-def _rss() -> int:
+def to_mib(count_bytes: int | None) -> float | None:
+    """Bytes in MiB, the package's one unit for memory a user reads or types (``None`` stays
+    ``None``).
+
+    Example:
+        >>> to_mib(3 * 2**20 + 2**19), to_mib(None)
+        (3.5, None)
+    """
+    return None if count_bytes is None else count_bytes / 2**20
+
+
+def rss() -> int:
     """This process's resident set size, in bytes."""
     return psutil.Process().memory_info().rss
 
@@ -62,10 +77,10 @@ def _kernel_peak() -> int | None:
     return None
 
 
-class _PeakAdded:
+class PeakAdded:
     """Context manager: ``added`` is the peak RSS inside it minus the RSS at its start, in bytes.
 
-    Call :func:`_release_free_memory` first, so that the start does not include free pages a
+    Call :func:`release_free_memory` first, so that the start does not include free pages a
     trial could reuse without adding to the RSS. ``exact`` tells whether the kernel's
     high-water mark was used (``True``) or RSS was sampled (``False``).
     """
@@ -84,8 +99,8 @@ class _PeakAdded:
         while not self._stop.wait(self._interval):
             self._sampled_peak = max(self._sampled_peak, process.memory_info().rss)
 
-    def __enter__(self) -> _PeakAdded:
-        self.start = _rss()
+    def __enter__(self) -> PeakAdded:
+        self.start = rss()
         self.exact = _reset_kernel_peak()
         if not self.exact:
             self._sampled_peak = self.start
@@ -101,5 +116,5 @@ class _PeakAdded:
             self._thread.join()
         peak = _kernel_peak() if self.exact else None
         if peak is None:
-            peak = max(self._sampled_peak, _rss())
+            peak = max(self._sampled_peak, rss())
         self.added = max(0, peak - self.start)

@@ -1,4 +1,12 @@
-"""Hand one measurement to every sink; a faulty sink is reported once and never stops training."""
+"""Hand one measurement to every sink; a faulty sink is reported once and never stops training.
+
+:class:`SinkFanOut` is how ``tfthroughput.monitor`` drives the sinks of one run (its TensorBoard
+writer first, then the user's ``GPUMonitor(sinks=[...])``): the sinks room owns what a sink may
+expect of its caller (opened once before the first write, every write in order, closed once,
+a fault never raised into training), so the monitor imports it from here rather than writing
+that contract again. Not part of the ``tfthroughput.sinks`` face: a user writes a
+:class:`~tfthroughput.sinks.Sink`, never a fan-out.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,20 @@ class SinkFanOut:
 
     Args:
         sinks: The sinks, in the order they are written.
+
+    Example:
+        >>> from tfthroughput.sinks.sink import RunInfo, Sink
+        >>> class Count(Sink):
+        ...     def __init__(self):
+        ...         self.written = 0
+        ...     def write(self, measurement):
+        ...         self.written += 1
+        >>> sink = Count()
+        >>> fan_out = SinkFanOut([sink])
+        >>> fan_out.open(RunInfo("logs/hardware", "logs"))
+        >>> fan_out.close()
+        >>> sink.written
+        0
     """
 
     def __init__(self, sinks: Sequence[Sink]) -> None:
@@ -33,6 +55,8 @@ class SinkFanOut:
                 raise
 
     def write(self, measurement: Measurement) -> None:
+        """Hand ``measurement`` to every sink; a sink's first fault is warned about, later
+        ones counted (training never sees the exception)."""
         for position, sink in enumerate(self._sinks):
             try:
                 sink.write(measurement)

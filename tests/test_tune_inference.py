@@ -1,0 +1,374 @@
+"""tune(..., mode="inference"): the knobs' order, the output check, the latency limit, the
+baseline kept, its arguments.
+
+No timing verdicts: the search runs on fake runners with known costs (seconds per batch from
+a formula), and the real ``predict`` path runs on a model whose layer advances an injected
+clock by a known cost per batch, so every ratio and latency is exact. Real speed-ups are
+shown by benchmarks/tune.py.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
+from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
+from tfthroughput.tuning._inference_data import inference_data
+from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
+from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning._predict_runner import percentile
+from tfthroughput.tuning._status import (
+    BASELINE,
+    FAILED,
+    FASTER,
+    NOT_FASTER,
+    OUTPUTS_DIFFER,
+    OVER_LATENCY,
+)
+from tfthroughput.tuning.output_check import compare_outputs
+from tfthroughput.tuning.setup import TuneSetup
+
+# ----------------------------------------------------------------- the search, on known costs
+
+
+class KnownCost:
+    """Seconds per batch: ``launch / steps_per_execution + per_example * batch`` (per_example
+    halved under XLA); one batch's latency: ``launch + per_example * batch``. Outputs: the
+    baseline's, plus ``drift(setup)``."""
+
+    def __init__(self, launch, per_example, drift=lambda setup: 0.0):
+        self.launch, self.per_example, self.drift = launch, per_example, drift
+
+    def runner(self, setup, build_model, data, *, steps, warmup_steps, seed, clock):
+        return FakePredictRunner(self, setup, data, steps)
+
+
+class FakePredictRunner:
+    def __init__(self, cost, setup, data, steps):
+        self._cost, self.setup, self._data, self.steps = cost, setup, data, steps
+        self.latencies, self.notes = [], []
+        self.warmup_seconds, self.memory_mib, self.outputs = 0.5, None, None
+
+    def start(self, *, user_model_errors=False):
+        if self.setup is None:
+            self.setup = TuneSetup(1, False, "float32", batch_size=self._data.batch_size)
+        self.examples_per_step = self.setup.batch_size
+        self.outputs = np.linspace(-1.0, 1.0, 64) + self._cost.drift(self.setup)
+
+    def _per_example(self):
+        return self._cost.per_example * (0.5 if self.setup.jit_compile else 1.0)
+
+    def run(self):
+        per_batch = self._cost.launch / self.setup.steps_per_execution
+        return self.steps * (per_batch + self._per_example() * self.setup.batch_size)
+
+    def sample_latency(self, count):
+        self.latencies += [self._cost.launch + self._per_example() * self.setup.batch_size] * count
+
+    def latency_ms(self, fraction):
+        return 1000.0 * percentile(self.latencies, fraction) if self.latencies else None
+
+    def set_steps(self, steps):
+        self.steps = steps
+
+    def close(self):
+        pass
+
+
+def search(cost, *, examples=1024, limit=None, policy=None, xla=True, tolerance=0.02):
+    data = inference_data(np.zeros((examples, 4), "float32"), 32)
+    settings = InferenceSettings(
+        steps=128,
+        rounds=3,
+        time_budget=1e9,
+        output_tolerance=tolerance,
+        seed=0,
+        max_steps_per_execution=1024,
+        max_batch_latency_ms=limit,
+        policy=policy,
+        try_xla=xla,
+        notes=(),
+    )
+    return InferenceSearch(
+        None, data, settings, lambda: 0.0, GPUWindows(None), runner=cost.runner
+    ).run()
+
+
+def test_launch_bound_predict_tries_batch_then_xla_then_steps_per_execution_in_order():
+    result = search(KnownCost(launch=1e-3, per_example=1e-6), examples=256)
+
+    assert [t.label for t in result.trials][1:] == [
+        "batch_size=64",
+        "batch_size=128",
+        "batch_size=256",  # the 256 examples bound the doubling
+        "XLA on, batch_size=256",
+        "steps_per_execution=2, XLA on, batch_size=256",
+        "steps_per_execution=4, XLA on, batch_size=256",
+        "steps_per_execution=8, XLA on, batch_size=256",
+        "steps_per_execution=16, XLA on, batch_size=256",  # half the timed run's 32 batches
+    ]
+    assert [t.status for t in result.trials] == [BASELINE] + [FASTER] * 8
+    assert result.chosen == TuneSetup(16, True, "float32", batch_size=256)
+    # 32 examples per 1.032 ms against 256 per (0.0625 + 0.128) ms: 10.5x.
+    assert result.speedup == pytest.approx((256 / 0.1905e-3) / (32 / 1.032e-3))
+    chosen = result.chosen_trial
+    assert chosen.latency_p50_ms == pytest.approx(1.128)  # spe leaves one batch's latency
+    # steps_per_execution is matched exactly against the setup it was added to; XLA and the
+    # batch against the baseline, within the tolerance.
+    assert chosen.output_check.same_arithmetic and chosen.output_check.tolerance == 1e-6
+    assert not result.trials[4].output_check.same_arithmetic
+    assert result.trials[0].latency_p95_ms == pytest.approx(1.032)
+    assert result.predict_kwargs == {"batch_size": 256}
+    assert result.compile_kwargs == {"steps_per_execution": 16, "jit_compile": True}
+    assert "batch size bounded by the 256 examples in the data" in result.notes
+    assert "predictions = model.predict(x, batch_size=256)" in result.snippet
+    assert "SavedModel" in result.snippet
+
+
+def test_outputs_beyond_the_tolerance_are_rejected_even_when_faster():
+    t4 = recommend_precision([DeviceDescription("GPU", "Tesla T4", (7, 5))]).policy
+    drift = lambda setup: (  # noqa: E731
+        0.05 if setup.policy != "float32" else 1e-5 if setup.steps_per_execution > 1 else 0.0
+    )
+    result = search(KnownCost(1e-3, 1e-6, drift), examples=64, policy=t4)
+
+    by_label = {t.label: t for t in result.trials}
+    spe = by_label["steps_per_execution=2, XLA on, batch_size=64"]
+    # 1e-5 where the outputs must not change at all: against the setup it was added to.
+    assert spe.status == OUTPUTS_DIFFER and spe.output_check.same_arithmetic
+    policy = by_label["XLA on, policy=mixed_float16, batch_size=64"]
+    assert policy.status == OUTPUTS_DIFFER and policy.ratio > 1 + policy.noise
+    assert policy.output_check.max_abs_difference == pytest.approx(0.05)
+    assert policy.output_check.max_rel_difference == pytest.approx(0.05)
+    assert "DIFFER" in str(policy.output_check)
+    assert result.chosen == TuneSetup(1, True, "float32", batch_size=64)
+
+
+def test_steps_per_execution_alone_must_keep_the_outputs_exactly():
+    drift = lambda setup: 1e-5 if setup.steps_per_execution > 1 else 0.0  # noqa: E731
+    result = search(KnownCost(1e-3, 1e-6, drift), examples=32, xla=False)
+
+    spe = result.trials[1]
+    assert spe.label == "steps_per_execution=2"  # 32 examples: no larger batch to try
+    assert spe.output_check.same_arithmetic and spe.output_check.tolerance == 1e-6
+    assert spe.status == OUTPUTS_DIFFER and not result.improved
+
+
+def test_the_latency_limit_bounds_the_batch():
+    result = search(KnownCost(1e-3, 1e-6), limit=1.2, xla=False)
+
+    labels = [t.label for t in result.trials]
+    assert labels[1:4] == ["batch_size=64", "batch_size=128", "batch_size=256"]
+    over = result.trials[3]
+    assert over.status == OVER_LATENCY and over.latency_p95_ms == pytest.approx(1.256)
+    assert over.ratio > 1 + over.noise  # faster, but over the limit: never chosen
+    assert result.chosen.batch_size == 128
+    assert all(t.setup.batch_size <= 128 for t in result.trials[4:])
+    assert (
+        "batch size bounded by the latency limit: 256 takes 1.26 ms per batch (p95), over 1.2 ms"
+    ) in result.notes
+    assert "latency limit 1.2 ms per batch (p95)" in str(result)
+
+
+def test_a_baseline_over_the_latency_limit_gets_no_larger_batch():
+    result = search(KnownCost(1e-3, 1e-6), limit=0.5, xla=False)
+
+    assert all(t.setup.batch_size == 32 for t in result.trials)
+    assert any("already exceeds the limit (0.5 ms)" in note for note in result.notes)
+
+
+def test_when_nothing_helps_the_baseline_is_kept_and_the_result_says_so():
+    # No launch cost: every batch size, XLA... costs the same per example (XLA halves it, so
+    # it is switched off here), and steps_per_execution saves nothing.
+    result = search(KnownCost(0.0, 1e-5), xla=False)
+
+    assert not result.improved and result.chosen == result.baseline
+    assert [t.label for t in result.trials][1:] == [
+        "batch_size=64",
+        "batch_size=128",  # two doublings without a gain: the line stops
+        "steps_per_execution=2",
+        "steps_per_execution=4",
+    ]
+    assert all(t.status == NOT_FASTER for t in result.trials[1:])
+    assert result.speedup == 1.0
+    text = str(result)
+    assert "chosen: the baseline, as given: nothing beat it outside the noise" in text
+    assert result.snippet.splitlines()[1] == (
+        "model.compile(..., steps_per_execution=1, jit_compile=False)  # or result.apply(model)"
+    )
+
+
+# ----------------------------------------------------------------- the output check
+
+
+def test_output_check_compares_every_output_against_the_largest():
+    base = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.0])}
+    same = compare_outputs(base, base, same_arithmetic=True, tolerance=1e-6)
+    assert same.passed and (same.max_abs_difference, same.examples) == (0.0, 2)
+    moved = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.2])}
+    check = compare_outputs(base, moved, same_arithmetic=False, tolerance=0.02)
+    assert check == OutputCheck(0.2, 0.05, False, 0.02, 2) and not check.passed
+    nan = {"a": np.array([[np.nan], [-4.0]]), "b": np.array([0.5, 0.0])}
+    assert not compare_outputs(base, nan, same_arithmetic=False, tolerance=0.5).passed
+    assert not compare_outputs(base, {"a": base["a"]}, same_arithmetic=True, tolerance=1).passed
+
+
+# ----------------------------------------------------------------- the real predict path
+
+
+class CostClock:
+    """A clock that only the model moves: ``advance`` is called from inside ``predict``."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+def known_cost_builder(clock, launch, per_example):
+    import tensorflow as tf
+
+    class Costly(keras.layers.Layer):
+        """Advances ``clock`` by the batch's known cost (a host call: XLA cannot compile it)."""
+
+        def call(self, inputs):
+            def pay(batch):
+                clock.advance(launch + per_example * len(batch))
+                return batch
+
+            out = tf.numpy_function(pay, [inputs], tf.float32)
+            return tf.ensure_shape(out, inputs.shape)
+
+    def build():
+        return keras.Sequential(
+            [
+                keras.Input((8,)),
+                Costly(dtype="float32"),
+                keras.layers.Dense(16, activation="relu"),
+                keras.layers.Dense(3),
+            ]
+        )
+
+    return build
+
+
+@pytest.fixture
+def float32_policy():
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    yield
+    keras.config.set_dtype_policy(before)
+
+
+@pytest.mark.tensorflow
+def test_real_predict_with_known_costs_latency_limit_and_output_check(float32_policy, tmp_path):
+    clock = CostClock()
+    build = known_cost_builder(clock, launch=0.010, per_example=0.0001)
+    x = np.random.default_rng(0).normal(size=(512, 8)).astype("float32")
+    t4 = recommend_precision([DeviceDescription("GPU", "Tesla T4", (7, 5))])
+
+    result = tune(
+        build,
+        x,
+        mode="inference",
+        batch_size=64,
+        steps=8,
+        rounds=2,
+        time_budget=1e6,
+        precision=t4,
+        max_batch_latency_ms=30,
+        output_tolerance=1e-6,
+        clock=clock,
+        log_dir=str(tmp_path),
+    )
+
+    assert isinstance(result, InferenceTuneResult)
+    assert [(t.label, t.status) for t in result.trials] == [
+        ("as given: steps_per_execution=1, XLA off, float32, batch 64", BASELINE),
+        ("batch_size=128", FASTER),
+        ("batch_size=256", OVER_LATENCY),  # 10 + 25.6 ms per batch
+        ("XLA on, batch_size=128", FAILED),
+        ("steps_per_execution=2, batch_size=128", FASTER),  # than the baseline, not the best
+        ("steps_per_execution=4, batch_size=128", FASTER),  # two without a gain: the line ends
+        ("policy=mixed_float16, batch_size=128", OUTPUTS_DIFFER),
+    ]
+    assert "XLA" in result.trials[3].reason, result.trials[3].reason
+    latencies = [t.latency_p50_ms for t in result.trials[:3]]
+    assert latencies == pytest.approx([16.4, 22.8, 35.6])
+    assert result.chosen == TuneSetup(1, False, "float32", batch_size=128)
+    # 128 examples per 22.8 ms against 64 per 16.4 ms.
+    assert result.speedup == pytest.approx((128 / 22.8) / (64 / 16.4))
+    spe = result.trials[4]
+    assert spe.ratio == pytest.approx(result.speedup)  # it changes nothing here
+    assert spe.output_check.same_arithmetic and spe.output_check.max_abs_difference == 0.0
+    assert result.trials[6].output_check.max_rel_difference > 1e-6
+    assert keras.config.dtype_policy().name == "float32"
+    written = list(tmp_path.iterdir())
+    assert len(written) == 1 and written[0].name.startswith("events.out.tfevents")
+
+
+def test_bad_arguments_name_the_argument():
+    x = np.zeros((64, 8), "float32")
+    build = lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])  # noqa: E731
+    with pytest.raises(ValueError, match=r'`mode` must be "training" or "inference"'):
+        tune(build, x, mode="serving")
+    with pytest.raises(ValueError, match=r'`allow_batch_change` applies to mode="training"'):
+        tune(build, x, mode="inference", allow_batch_change=True)
+    with pytest.raises(ValueError, match=r'`strategy` applies to mode="training" only'):
+        tune(build, x, mode="inference", strategy=object())
+    with pytest.raises(ValueError, match=r'`max_batch_latency_ms` applies to mode="inference"'):
+        tune(build, (x, x), max_batch_latency_ms=5)
+    with pytest.raises(ValueError, match=r"Received: max_batch_latency_ms=0"):
+        tune(build, x, mode="inference", max_batch_latency_ms=0)
+    with pytest.raises(TypeError, match=r"Received: max_batch_latency_ms='5'"):
+        tune(build, x, mode="inference", max_batch_latency_ms="5")
+    with pytest.raises(ValueError, match=r"`output_tolerance` must be a number between 0 and 1"):
+        tune(build, x, mode="inference", output_tolerance=2)
+    with pytest.raises(TypeError, match=r"`data` must be what model.predict takes"):
+        tune(build, "images/", mode="inference")
+    with pytest.raises(ValueError, match=r"`batch_size` must not exceed the 64 examples"):
+        tune(build, x, mode="inference", batch_size=128)
+    with pytest.raises(TypeError, match=r"`build_model` must return a keras.Model"):
+        tune(lambda: "model.keras", x, mode="inference", time_budget=5)
+
+
+@pytest.mark.tensorflow
+def test_a_batched_dataset_keeps_its_batches_and_a_known_cost_model_keeps_the_baseline(
+    float32_policy,
+):
+    import tensorflow as tf
+
+    clock = CostClock()
+    # Cost per example only: no knob changes it, so nothing may beat the baseline.
+    build = known_cost_builder(clock, launch=0.0, per_example=0.001)
+    x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16)
+
+    result = tune(
+        build,
+        dataset,
+        mode="inference",
+        steps=8,
+        rounds=2,
+        time_budget=1e6,
+        precision=False,
+        clock=clock,
+    )
+
+    assert [(t.label, t.status) for t in result.trials] == [
+        ("as given: steps_per_execution=1, XLA off, float32", BASELINE),
+        ("XLA on", FAILED),
+        ("steps_per_execution=2", NOT_FASTER),
+        ("steps_per_execution=4", NOT_FASTER),
+    ]
+    assert result.trials[0].examples_per_second == pytest.approx(1000.0)
+    assert result.trials[0].latency_p50_ms == pytest.approx(16.0)  # 16 examples, 1 ms each
+    assert not result.improved and result.predict_kwargs == {}
+    assert result.notes[1].startswith("batch size not tried: the dataset is already batched")
+    assert "nothing beat it outside the noise" in str(result)

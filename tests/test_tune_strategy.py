@@ -1,0 +1,172 @@
+"""tune under a tf.distribute strategy: every trial's model is built (and trained) under
+MirroredStrategy over two logical CPUs, whether the strategy is given or tune is called in its
+scope, and the result names the global and the per-replica batch (in a child process: logical
+devices must be set before TensorFlow initialises). Argument checks run here."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from fake_nvml import run_json_with_fake_nvml
+
+from tfthroughput.tuning import tune
+from tfthroughput.tuning.distribution import find_strategy
+
+tf = pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="tf.distribute needs the TensorFlow backend"
+)
+
+_MIRRORED = """
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+import numpy as np
+from tfthroughput import tune
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+built, traced = [], []
+
+
+class RecordBatch(keras.layers.Layer):
+    def call(self, inputs):
+        traced.append(inputs.shape[0])
+        return inputs
+
+
+def build():
+    model = keras.Sequential(
+        [keras.Input((4,)), RecordBatch(), keras.layers.Dense(8), keras.layers.Dense(1)]
+    )
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    built.append(model)
+    return model
+
+
+def mirrored(model):
+    variables = [v.value for v in model.weights + model.optimizer.variables]
+    return (
+        model.distribute_strategy is strategy
+        and all(isinstance(v, tf.distribute.DistributedValues) for v in variables)
+        and all(strategy.extended.variable_created_in_scope(v) for v in variables)
+    )
+
+
+def summary(result):
+    return {
+        "models": len(built),
+        "mirrored": [mirrored(model) for model in built],
+        "traced": sorted({size for size in traced if size}),
+        "trials": [
+            (t.label, t.status, t.examples_per_second is not None, t.reason)
+            for t in result.trials
+        ],
+        "distribution": result.to_dict()["distribution"],
+        "table": [line for line in str(result).splitlines() if line.startswith("strategy:")],
+        "snippet": result.snippet,
+    }
+
+
+# 48 examples: the batch knob tries 32 (2x), and stops before 64 (more than the data).
+x = np.random.default_rng(0).normal(size=(48, 4)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+quick = dict(steps=8, rounds=2, precision=False, pipeline=False, time_budget=60)
+result = tune(build, (x, y), batch_size=16, strategy=strategy, max_steps_per_execution=2,
+              allow_batch_change=True, **quick)
+given = summary(result)
+built.clear()
+traced.clear()
+# Called in the strategy's scope, on a batched dataset; only the baseline (no knob to try).
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+with strategy.scope():
+    in_scope = summary(tune(build, dataset, xla=False, max_steps_per_execution=1, **quick))
+    still_in_scope = tf.distribute.get_strategy() is strategy
+in_scope["still_in_scope"] = still_in_scope
+emit({"given": given, "in_scope": in_scope})
+"""
+
+
+@pytest.mark.slow
+def test_trials_run_under_mirrored_strategy_and_the_result_names_both_batches():
+    out = run_json_with_fake_nvml(_MIRRORED, None, timeout=300)
+    given, in_scope = out["given"], out["in_scope"]
+    # Every model tune built (the baseline's probe and runner, each trial's) is mirrored, and
+    # each replica traced its half of the global batch (16, then 32 in the batch knob).
+    assert given["models"] == 1 + len(given["trials"]) and all(given["mirrored"])
+    assert given["traced"] == [8, 16]
+    # The same knobs, in the same order: steps_per_execution, XLA flipped, the batch size. A
+    # trial either ran (examples/s measured) or failed with its reason; none is chosen failed.
+    labels = [label for label, *_ in given["trials"]]
+    assert labels[0].startswith("as given: steps_per_execution=1, XLA off")
+    assert labels[1:3] == ["steps_per_execution=2", "XLA on"]
+    assert labels[3:] == ["steps_per_execution=2, XLA on", "batch_size=32"] or labels[3:] == [
+        "batch_size=32"
+    ]
+    for _, status, measured, reason in given["trials"][1:]:
+        assert measured if status != "failed" else reason
+    devices = [
+        "/job:localhost/replica:0/task:0/device:CPU:0",
+        "/job:localhost/replica:0/task:0/device:CPU:1",
+    ]
+    chosen = given["distribution"]["chosen_batch_size"]
+    assert given["distribution"] == {
+        "strategy": "MirroredStrategy",
+        "replicas": 2,
+        "devices": devices,
+        "baseline_batch_size": 16,
+        "chosen_batch_size": chosen,
+        "baseline_per_replica_batch_size": 8,
+        "chosen_per_replica_batch_size": chosen // 2,
+    }
+    line = "strategy: MirroredStrategy over 2 replicas: global batch 16 (8 per replica)"
+    if chosen != 16:
+        line += f"; chosen: global batch {chosen} ({chosen // 2} per replica)"
+    assert given["table"] == [line]
+    assert given["snippet"].splitlines()[0].startswith("with strategy.scope():")
+    # Called in the scope: the same, with the global batch read from the dataset's first batch,
+    # and the caller's scope left as it was.
+    assert in_scope["models"] == 2 and all(in_scope["mirrored"]) and in_scope["traced"] == [4]
+    assert in_scope["distribution"]["baseline_batch_size"] == 8
+    assert in_scope["distribution"]["baseline_per_replica_batch_size"] == 4
+    assert in_scope["still_in_scope"]
+
+
+def build():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    return model
+
+
+DATA = (np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"))
+
+
+def test_a_strategy_that_is_not_one_is_refused_naming_it():
+    with pytest.raises(TypeError, match=r"tf\.distribute\.Strategy.*Received: strategy='mirrored'"):
+        tune(build, DATA, strategy="mirrored")
+
+
+def test_strategies_that_span_hosts_are_refused():
+    # Made without __init__: starting a real cluster strategy is not needed to refuse it.
+    cluster = object.__new__(tf.distribute.MultiWorkerMirroredStrategy)
+    with pytest.raises(ValueError, match=r"cannot run under \w+Strategy: each worker"):
+        find_strategy(cluster)
+
+
+def test_without_a_strategy_none_is_used():
+    assert find_strategy(None) is None
+    assert find_strategy(tf.distribute.get_strategy()) is None  # the default one
+
+
+def test_one_device_strategy_is_used_and_told_in_the_singular():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    assert find_strategy(strategy) is strategy
+    with strategy.scope():
+        assert find_strategy(None) is strategy
+    only_the_baseline = dict(max_steps_per_execution=1, xla=False, pipeline=False, precision=False)
+    result = tune(build, DATA, batch_size=16, strategy=strategy, steps=4, **only_the_baseline)
+    assert str(result.distribution) == (
+        "OneDeviceStrategy over 1 replica: global batch 16 (16 per replica)"
+    )

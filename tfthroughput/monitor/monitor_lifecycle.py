@@ -1,0 +1,183 @@
+"""The live side of :class:`~tfthroughput.monitor.GPUMonitor`: starting its runs, ending them
+(by its end hooks, by ``close``, or on the sampler thread once the watched call was left
+without them), and copying it unstarted.
+
+:class:`MonitorLifecycle` is ``GPUMonitor``'s base class; ``GPUMonitor`` holds the settings,
+the Keras hooks and the public methods, this the internals they share. Nothing here exists
+before a run starts (a callback is a value Keras may copy): the live state is ``_training``
+(the ``fit`` in progress, a :class:`~tfthroughput.monitor.live_run.LiveRun`) and ``_calls``
+(``evaluate`` and ``predict`` outside ``fit``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+
+import keras
+
+from tfthroughput.hardware.discovery import default_sources
+from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.hardware.window_stats import WindowStats
+from tfthroughput.monitor.batch_count import attach_to_fit
+from tfthroughput.monitor.event_writer import create_new_file
+from tfthroughput.monitor.execution_check import warn_partial_execution
+from tfthroughput.monitor.fit_watch import find_fit, fit_locals
+from tfthroughput.monitor.inference_calls import InferenceCalls
+from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
+from tfthroughput.monitor.live_run import LiveRun
+from tfthroughput.monitor.run_start import RunSettings, start_run
+from tfthroughput.monitor.steps import optimizer_steps, trained_steps
+from tfthroughput.monitor.strategy import call_batch_size, find_placement, global_batch_size
+
+_NO_FIT_WARNING = (
+    "GPUMonitor found no Keras `fit` calling it (a hand-written training loop?), so it cannot "
+    "tell if training stops without `on_train_end`: use it as `with monitor:` or call "
+    "`monitor.close()` when done."
+)
+
+
+def _unstarted_state() -> dict[str, object]:
+    """The attributes a monitor holds while no run is live, by name."""
+    return {
+        "_training": None,
+        "_calls": InferenceCalls(),
+        "_entered": False,
+        "_model": None,
+        "params": None,
+        "_iterations_at_epoch_start": None,
+        "_last_batch": None,  # of the epoch in progress
+        "_batch_count": None,  # counts what a PyDataset or generator feeds the fit
+        "_worker_folder": None,
+        "_written_through": None,
+    }
+
+
+class MonitorLifecycle(keras.callbacks.Callback):
+    """The runs of one monitor: started by its begin hooks, ended by its end hooks or
+    abandoned on the sampler thread. ``GPUMonitor.__init__`` sets the settings it reads."""
+
+    # Creates each event file; a seam where tests inject file-system faults (in a subclass).
+    _create_event_file = staticmethod(create_new_file)
+
+    def _reset_live_state(self) -> None:
+        for name, value in _unstarted_state().items():
+            if name not in ("_model", "params"):  # Keras's own, set by Callback.__init__
+                setattr(self, name, value)
+
+    def _start_training(self) -> None:
+        """``on_train_begin``: end a run left open, then start the ``fit``'s run."""
+        self._shutdown()  # a previous run driven by hand may still be open
+        placement = find_placement(self.model)
+        self._worker_folder = placement.worker_name
+        fit_call = find_fit()
+        if fit_call is None and not self._entered:
+            warnings.warn(_NO_FIT_WARNING, MonitoringWarning, stacklevel=3)
+        training = start_run(
+            self._run_settings(),
+            self.run_dir,
+            fit_call,
+            batch_size=self._input_batch_size(fit_call),
+            on_abandoned=self._abandon,
+            on_sample=self._window_tick,
+            placement=placement,
+            sinks=self.sinks,
+        )
+        training.written_through = self._written_through
+        self._training = training
+        training.sampler.start()
+
+    def _unstarted_copy(self, copy_value: Callable[[object], object], memo: dict):
+        """A monitor with this one's settings and none of its live state or Keras binding."""
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        unstarted = _unstarted_state()
+        for name, value in vars(self).items():
+            clone.__dict__[name] = unstarted[name] if name in unstarted else copy_value(value)
+        return clone
+
+    def _steps_this_epoch(self) -> int | None:
+        now = optimizer_steps(self.model)
+        if now is not None and self._iterations_at_epoch_start is not None:
+            epoch = self.params.get("steps") if self.params else None
+            spe = getattr(self.model, "steps_per_execution", 1)
+            iterations = now - self._iterations_at_epoch_start
+            return trained_steps(iterations, self._last_batch, epoch, spe)
+        return self.params.get("steps") if self.params else None
+
+    def _selected(self, stats: WindowStats) -> WindowStats:
+        if self.hardware_metrics is None:
+            return stats
+        # The input-activity source exists only for the cluster exchange: always kept.
+        return stats.only(
+            lambda key: key.metric in self.hardware_metrics or key.source == INPUT_ACTIVITY_SOURCE
+        )
+
+    def _run_settings(self) -> RunSettings:
+        return RunSettings(
+            log_dir=self.log_dir,
+            interval=self.interval,
+            update=self._update,
+            statistics=self.statistics,
+            clock=self._clock,
+            select=self._selected,
+            sources=self._source_factory or (lambda: default_sources(self.hardware_metrics)),
+            create_file=self._create_event_file,
+        )
+
+    def _begin_call(self, phase: str) -> None:
+        """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
+        call = find_fit(phase)
+        self._calls.begin(
+            phase,
+            lambda: start_run(
+                self._run_settings(),
+                os.path.join(self.run_dir, phase),
+                call,
+                batch_size=call_batch_size(phase, self.batch_size),
+                on_abandoned=self._abandon,
+                on_sample=self._window_tick,
+                phase=phase,
+            ),
+            self.params.get("steps") if self.params else None,
+        )
+
+    def _window_tick(self, run: LiveRun) -> None:
+        """On the sampler thread after each sample, with time-based windows."""
+        run.sampled()
+
+    def _abandon(self, run: LiveRun) -> None:
+        """On the sampler thread, once ``fit`` (or the ``evaluate`` or ``predict`` call) has
+        been left without its end hook."""
+        if run.phase is not None:
+            self._calls.abandoned(run)
+            return
+        run.finish()
+        self._written_through = run.written_through
+        if self._training is run:
+            self._training = None  # release the sampler and its sources with it
+
+    def _input_batch_size(self, fit_call: object) -> float | None:
+        """Examples per step of this fit (and its checks of the input and the epoch)."""
+        if fit_call is not None:
+            found = fit_locals("steps_per_epoch")
+            warn_partial_execution(
+                found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
+            )
+        if self.batch_size is None and fit_call is not None:
+            self._batch_count = attach_to_fit()
+        if self._batch_count is not None:
+            return self._batch_count.first_batch_size
+        return global_batch_size(self.batch_size, in_fit=fit_call is not None)
+
+    def _shutdown(self) -> None:
+        if self._batch_count is not None:
+            self._batch_count.detach()
+            self._batch_count = None
+        self._calls.close()
+        training, self._training = self._training, None
+        if training is not None:
+            training.sampler.stop()  # joins the thread, so an abandon in progress ends first
+            training.finish()
+            self._written_through = training.written_through

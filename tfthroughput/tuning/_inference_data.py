@@ -1,0 +1,131 @@
+"""The data ``predict`` takes, checked once and fed the same way to every inference trial.
+
+Arrays (one array, a list or dict of arrays; a tuple ``(x, y)`` as ``predict`` reads it, ``y``
+ignored) or a ``tf.data.Dataset`` (batched, or unbatched with ``batch_size``). Every trial
+predicts the same examples in the same order, so outputs can be compared row by row.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, _short, is_dataset
+
+# Examples whose outputs every trial computes for the output check (fewer if the data has
+# fewer): enough rows to meet every kernel of the model, cheap next to the timed runs.
+CHECK_EXAMPLES = 256
+
+
+@dataclass(frozen=True)
+class InferenceData:
+    """What ``predict`` takes, as given.
+
+    Attributes:
+        kind: ``"arrays"``, ``"batched dataset"`` or ``"unbatched dataset"``.
+        value: The inputs ``x`` (arrays) or the dataset.
+        batch_size: Examples per batch; ``None`` for a batched dataset.
+        examples: Examples in the arrays; ``None`` for a dataset.
+    """
+
+    kind: str
+    value: Any
+    batch_size: int | None
+    examples: int | None
+
+    def feed(self, batch_size: int | None, num_batches: int) -> dict[str, Any]:
+        """``predict`` arguments for ``num_batches`` batches of ``batch_size`` examples,
+        the same examples in the same order every time (arrays repeated as needed)."""
+        if self.kind == ARRAYS:
+            wanted = num_batches * batch_size
+            repeats = max(1, math.ceil(wanted / self.examples))
+
+            def take(array: Any) -> np.ndarray:
+                array = np.asarray(array)
+                if repeats > 1:
+                    array = np.concatenate([array] * repeats)
+                return array[:wanted]
+
+            return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
+        return {"x": self._batched(batch_size).repeat(), "steps": num_batches}
+
+    def one_batch(self, batch_size: int | None) -> Any:
+        """The inputs of the first batch, for ``predict_on_batch``."""
+        if self.kind == ARRAYS:
+            return self.feed(batch_size, 1)["x"]
+        batch = next(iter(self._batched(batch_size)))
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        return x
+
+    def check_feed(self, batch_size: int | None) -> dict[str, Any]:
+        """``predict`` arguments for the examples of the output check, in ``batch_size``
+        batches (the last one may be partial)."""
+        if self.kind == ARRAYS:
+            count = min(self.examples, CHECK_EXAMPLES)
+            take = lambda array: np.asarray(array)[:count]  # noqa: E731
+            return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
+        if self.kind == UNBATCHED:
+            return {"x": self.value.take(CHECK_EXAMPLES).batch(batch_size)}
+        batches = max(1, CHECK_EXAMPLES // max(1, self.batch_examples()))
+        return {"x": self.value.take(batches)}
+
+    def batch_examples(self) -> int:
+        """Examples in one batch as given (the first batch of a batched dataset)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        x = self.one_batch(None)
+        return int(keras.tree.flatten(x)[0].shape[0])
+
+    def _batched(self, batch_size: int | None) -> Any:
+        return self.value if self.kind == BATCHED else self.value.batch(batch_size)
+
+
+def inference_data(data: object, batch_size: object) -> InferenceData:
+    """Check ``data`` and ``batch_size`` and say how ``predict`` will read them.
+
+    Raises:
+        TypeError: If ``data`` is something ``predict`` cannot take, or ``batch_size`` is not
+            an int.
+        ValueError: If ``batch_size`` is out of range, or given for a batched dataset.
+    """
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+    ):
+        raise TypeError(
+            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size!r}"
+        )
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(
+            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
+        )
+    if is_dataset(data):
+        if batch_size is None:
+            return InferenceData(BATCHED, data, None, None)
+        return InferenceData(UNBATCHED, data, int(batch_size), None)
+    x = data[0] if isinstance(data, tuple) and len(data) in (2, 3) else data
+    leaves = keras.tree.flatten(x) if x is not None else []
+    if leaves and all(hasattr(v, "shape") and len(v.shape) > 0 for v in leaves):
+        lengths = {int(leaf.shape[0]) for leaf in leaves}
+        if len(lengths) != 1:
+            raise ValueError(
+                "`data` arrays must all have the same number of examples (first axis). "
+                f"Received lengths {sorted(lengths)}"
+            )
+        examples = lengths.pop()
+        size = 32 if batch_size is None else int(batch_size)  # predict's own default
+        if size > examples:
+            raise ValueError(
+                f"`batch_size` must not exceed the {examples} examples in `data`. "
+                f"Received: batch_size={size}"
+            )
+        return InferenceData(ARRAYS, x, size, examples)
+    raise TypeError(
+        "`data` must be what model.predict takes: NumPy arrays (one, a list or a dict; with "
+        "`batch_size`, default 32) or a tf.data.Dataset (batched, or unbatched with "
+        f"`batch_size`). Received: data={_short(data)} of type {type(data).__name__}"
+    )

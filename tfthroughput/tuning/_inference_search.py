@@ -1,0 +1,148 @@
+"""The order in which ``tune(..., mode="inference")`` tries the knobs of ``predict``.
+
+1. The baseline: ``predict`` exactly as given (its batch size, default 32).
+2. The batch size, doubling (free at inference: no learning dynamics), each measured
+   with the same examples per timed run. The line stops at a failure (out of memory), at
+   the first batch whose p95 latency exceeds ``max_batch_latency_ms``, at outputs beyond the
+   tolerance, at the examples available or 128x the given batch, or after two doublings in
+   a row that gain less than the noise floor (3 %) over the line's best.
+3. XLA flipped (``jit_compile`` the other way), on the best setup so far.
+4. ``steps_per_execution``, doubling from twice the model's own, on the best so far.
+5. The dtype policy ``recommend_precision`` recommends, if it is not the one in force.
+
+A trial is ``"faster"`` by the baseline's rule (its median ratio to the baseline beyond the
+noise, most rounds won); it becomes the best setup only if its ratio also beats the best
+so far by the noise floor (3 %), so a knob that gains nothing measurable is not added.
+
+Each trial is measured against the baseline in alternated rounds (the tuning room's
+``compare``); before each round both take a few single-batch latency samples. Its outputs are
+compared with the baseline's, or, where it only adds ``steps_per_execution`` to the best setup
+so far, exactly with that setup's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED
+from tfthroughput.tuning._inference_trials import (
+    LATENCY_SAMPLES,
+    InferenceSettings,
+    InferenceTrials,
+)
+from tfthroughput.tuning._measure import MIN_NOISE
+from tfthroughput.tuning._status import FAILED, OUTPUTS_DIFFER, OVER_LATENCY
+from tfthroughput.tuning.inference_result import InferenceTuneResult
+from tfthroughput.tuning.setup import TuneSetup
+
+__all__ = ["InferenceSearch", "InferenceSettings"]
+
+_PATIENCE = 2  # doublings in a row without a gain before a line stops
+_MAX_BATCH_FACTOR = 128
+
+
+class InferenceSearch(InferenceTrials):
+    """One search; :meth:`run` returns the :class:`InferenceTuneResult`."""
+
+    def run(self) -> InferenceTuneResult:
+        self._measure_baseline()
+        try:
+            self._batch_line()
+            if self._settings.try_xla:
+                best = self._best[0]
+                self._try(best.with_(jit_compile=not best.jit_compile))
+            self._steps_per_execution_line()
+            policy = self._settings.policy
+            if policy is not None and policy != self._base_setup.policy:
+                self._try(self._best[0].with_(policy=policy))
+        finally:
+            self._base.close()
+        chosen = self._best[0]
+        self._trials[0] = replace(
+            self._trials[0],
+            examples_per_second=statistics.median(self._baseline_speeds or [self._first_speed]),
+            ratio=1.0,
+            latency_p50_ms=self._base.latency_ms(0.5),
+            latency_p95_ms=self._base.latency_ms(0.95),
+        )
+        return InferenceTuneResult(
+            baseline=self._base_setup,
+            chosen=chosen,
+            trials=tuple(self._trials),
+            seconds=self._clock() - self._start,
+            time_budget=self._settings.time_budget,
+            stopped_by_budget=self._stopped,
+            max_batch_latency_ms=self._settings.max_batch_latency_ms,
+            notes=tuple(self._notes + self._chosen_notes(chosen)),
+        )
+
+    # ------------------------------------------------------------------------- the knobs
+
+    def _batch_line(self) -> None:
+        if self._data.kind == BATCHED:
+            self._notes.append(
+                "batch size not tried: the dataset is already batched (pass it unbatched, "
+                "with batch_size, to let tune try larger batches)"
+            )
+            return
+        given = self._data.batch_size
+        bound = given * _MAX_BATCH_FACTOR
+        if self._data.kind == ARRAYS and self._data.examples < bound:
+            bound = self._data.examples
+            self._notes.append(f"batch size bounded by the {bound} examples in the data")
+        limit = self._settings.max_batch_latency_ms
+        if limit is not None:
+            self._base.sample_latency(LATENCY_SAMPLES)
+            if self._base.latency_ms(0.95) > limit:
+                self._notes.append(
+                    f"batch size not raised: the given batch's p95 latency "
+                    f"({self._base.latency_ms(0.95):.2f} ms) already exceeds the limit "
+                    f"({limit:g} ms)"
+                )
+                return
+        size, line_best, misses = given * 2, 1.0, 0
+        while size <= bound and misses < _PATIENCE:
+            trial = self._try(self._best[0].with_(batch_size=size))
+            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER):
+                return
+            if trial.status == OVER_LATENCY:
+                self._notes.append(
+                    f"batch size bounded by the latency limit: {size} takes "
+                    f"{trial.latency_p95_ms:.2f} ms per batch (p95), over {limit:g} ms"
+                )
+                return
+            if trial.ratio > line_best * (1.0 + MIN_NOISE):
+                line_best, misses = trial.ratio, 0
+            else:
+                misses += 1
+            size *= 2
+
+    def _steps_per_execution_line(self) -> None:
+        current = self._best[0]
+        batches = self._timed_batches(current)
+        bound = min(self._settings.max_steps_per_execution, max(1, batches // 2))
+        spe = self._base_setup.steps_per_execution * 2
+        line_best = self._best[1].ratio if self._best[1] else 1.0
+        misses = 0
+        while spe <= bound and misses < _PATIENCE:
+            trial = self._try(current.with_(steps_per_execution=spe))
+            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER, OVER_LATENCY):
+                return
+            if trial.ratio > line_best * (1.0 + MIN_NOISE):
+                line_best, misses = trial.ratio, 0
+            else:
+                misses += 1
+            spe *= 2
+
+    def _chosen_notes(self, chosen: TuneSetup) -> list[str]:
+        notes = []
+        if chosen.batch_size != self._base_setup.batch_size:
+            notes.append(
+                f"predict with batch_size={chosen.batch_size} (from "
+                f"{self._base_setup.batch_size}): each batch waits for more examples, so a "
+                "server that batches requests adds that wait to their latency"
+            )
+        if chosen.policy != self._base_setup.policy:
+            notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        return notes

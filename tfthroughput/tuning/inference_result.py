@@ -1,0 +1,203 @@
+"""What ``tune(..., mode="inference")`` returns: every trial, the chosen setup, how to use it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfthroughput.tuning._inference_table import render
+from tfthroughput.tuning._status import BASELINE, FASTER
+from tfthroughput.tuning.output_check import OutputCheck
+from tfthroughput.tuning.setup import TuneSetup
+
+
+@dataclass(frozen=True)
+class InferenceTrial:
+    """One measured ``predict`` setup.
+
+    Attributes:
+        setup: The knobs (``batch_size`` is the batch ``predict`` is called with).
+        label: What changed from the baseline, e.g. ``"batch_size=256, XLA on"``.
+        status: ``"baseline"``, ``"faster"``, ``"within noise"``, ``"slower"``,
+            ``"outputs differ"``, ``"over latency limit"`` or ``"failed"``.
+        examples_per_second: Median examples/s of its timed ``predict`` runs; ``None`` when
+            it failed.
+        ratio: Median ratio to the baseline in the same rounds.
+        ratio_low: Lowest per-round ratio.
+        ratio_high: Highest per-round ratio.
+        noise: The baseline's relative spread in the same rounds.
+        rounds_won: Rounds in which it beat the baseline.
+        latency_p50_ms: Median milliseconds of one batch (one ``predict_on_batch`` call of
+            ``batch_size`` examples, outputs back on the host).
+        latency_p95_ms: 95th percentile of the same, in milliseconds.
+        warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation), not timed.
+        memory_mib: Peak device memory of the trial, in MiB, where the backend tells it (GPU),
+            else ``None``.
+        gpu_utilization: Mean GPU-Util (%) over its timed runs, where a GPU was sampled.
+        sm_activity: Mean SM activity (%) over its timed runs, where measured.
+        output_check: Its outputs against the baseline's; ``None`` for the baseline.
+        reason: Why it failed or was rejected, or notes on it.
+    """
+
+    setup: TuneSetup
+    label: str
+    status: str
+    examples_per_second: float | None = None
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    noise: float | None = None
+    rounds_won: int | None = None
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    warmup_seconds: float | None = None
+    memory_mib: float | None = None
+    gpu_utilization: float | None = None
+    sm_activity: float | None = None
+    output_check: OutputCheck | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class InferenceTuneResult:
+    """What ``tune(..., mode="inference")`` found.
+
+    Attributes:
+        baseline: The setup as given.
+        chosen: Of the setups that beat the baseline outside the noise, kept its outputs and
+            stayed within the latency limit, the one with the highest median ratio;
+            ``baseline`` when none did.
+        trials: Every trial, in the order run (the baseline first).
+        seconds: Wall-clock seconds the search took.
+        time_budget: The budget it had, in seconds.
+        stopped_by_budget: Whether the budget ended the search before every knob was tried.
+        max_batch_latency_ms: The latency limit of one batch (p95, milliseconds), or ``None``.
+        notes: What was not tried and why, and what the chosen setup changes, as sentences.
+    """
+
+    baseline: TuneSetup
+    chosen: TuneSetup
+    trials: tuple[InferenceTrial, ...]
+    seconds: float
+    time_budget: float
+    stopped_by_budget: bool = False
+    max_batch_latency_ms: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def improved(self) -> bool:
+        """Whether a setup beat the baseline outside the noise."""
+        return self.chosen != self.baseline
+
+    @property
+    def chosen_trial(self) -> InferenceTrial:
+        """The trial of the chosen setup."""
+        wanted = FASTER if self.improved else BASELINE
+        return max(
+            (t for t in self.trials if t.setup == self.chosen and t.status == wanted),
+            key=lambda t: t.ratio or 1.0,
+        )
+
+    @property
+    def speedup(self) -> float:
+        """Median ratio of the chosen setup to the baseline (``1.0`` for the baseline)."""
+        return self.chosen_trial.ratio or 1.0
+
+    @property
+    def compile_kwargs(self) -> dict[str, Any]:
+        """``model.compile`` keyword arguments of the chosen setup."""
+        return self.chosen.compile_kwargs
+
+    @property
+    def predict_kwargs(self) -> dict[str, Any]:
+        """``model.predict`` keyword arguments: the chosen ``batch_size`` (empty for a dataset
+        that is already batched)."""
+        size = self.chosen.batch_size
+        return {} if size is None else {"batch_size": size}
+
+    def apply(self, model: Any) -> Any:
+        """Set the chosen ``steps_per_execution`` and ``jit_compile`` on a model (compiled
+        or not: ``predict`` needs no compile), in place, and drop its predict function so
+        the next ``predict`` builds it with them. The batch size goes to ``predict``
+        (:attr:`predict_kwargs`); the policy is chosen before building.
+
+        Returns:
+            ``model``.
+
+        Raises:
+            TypeError: If ``model`` is not a ``keras.Model``.
+        """
+        import keras
+
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"`model` must be a keras.Model. Received: model={model!r}")
+        model.steps_per_execution = self.chosen.steps_per_execution
+        model.jit_compile = self.chosen.jit_compile
+        model.predict_function = None
+        return model
+
+    @property
+    def snippet(self) -> str:
+        """Python lines that apply the chosen setup, with a note for a SavedModel."""
+        chosen, lines = self.chosen, []
+        if chosen.policy != self.baseline.policy:
+            lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
+        lines.append("model = build_model()")
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
+        lines.append(f"model.compile(..., {kwargs})  # or result.apply(model)")
+        batch = "".join(f", {k}={v!r}" for k, v in self.predict_kwargs.items())
+        lines.append(f"predictions = model.predict(x{batch})")
+        size = chosen.batch_size if chosen.batch_size is not None else "the dataset's"
+        lines.append(
+            f"# SavedModel (model.export(path)): send batches of {size} examples; "
+            "steps_per_execution and jit_compile are settings of Keras's predict loop, not "
+            "saved with the model: set them again after loading"
+        )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain JSON-able values."""
+
+        def trial(t: InferenceTrial) -> dict[str, Any]:
+            values = {k: v for k, v in vars(t).items() if k not in ("setup", "output_check")}
+            values["setup"] = vars(t.setup)
+            if t.output_check is not None:
+                values["output_check"] = {
+                    **vars(t.output_check),
+                    "passed": t.output_check.passed,
+                }
+            return values
+
+        return {
+            "mode": "inference",
+            "baseline": vars(self.baseline),
+            "chosen": vars(self.chosen),
+            "speedup": self.speedup,
+            "seconds": self.seconds,
+            "time_budget": self.time_budget,
+            "stopped_by_budget": self.stopped_by_budget,
+            "max_batch_latency_ms": self.max_batch_latency_ms,
+            "compile_kwargs": self.compile_kwargs,
+            "predict_kwargs": self.predict_kwargs,
+            "notes": list(self.notes),
+            "trials": [trial(t) for t in self.trials],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    def __str__(self) -> str:
+        return render(self)
+
+    def write_to_tensorboard(self, log_dir: str) -> str:
+        """Write the table to TensorBoard's Text tab (tag ``tune/inference``, as a preformatted
+        block, and its JSON under ``tune/inference_json``) in a new event file in ``log_dir``.
+
+        Returns:
+            The event file's path.
+        """
+        from tfthroughput.monitor.text_entries import write_text
+
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {"tune/inference": block, "tune/inference_json": self.to_json()})
