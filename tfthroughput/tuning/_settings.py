@@ -21,11 +21,12 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
     """The settings of the search, with a note for each knob bounded or not tried."""
     notes: list[str] = []
     training, limit = arguments.training, arguments.max_steps_per_execution
-    epoch = epoch_steps(arguments.steps_per_epoch, training.epoch_batches, notes)
-    bound = min(limit, epoch or limit)
+    epoch = epoch_steps(arguments.steps_per_epoch, notes)  # to divide, where given
+    length = epoch or training.epoch_batches
+    bound = min(limit, length or limit)
     bound = _callback_bound(arguments.callbacks, bound, notes)
-    if epoch is not None and epoch < limit:
-        notes.append(f"steps_per_execution bounded by the epoch length ({epoch} steps)")
+    if length is not None and length < limit:
+        notes.append(f"steps_per_execution bounded by the epoch length ({length} steps)")
     policy = policy_to_try(arguments.precision, notes)
     xla = arguments.xla
     if xla and keras.backend.backend() == "jax":

@@ -64,7 +64,7 @@ def tune(
         batch_size: Examples per batch for arrays (``None``: 32) and unbatched datasets.
         steps_per_epoch: The ``steps_per_epoch`` you pass to ``fit``: Keras runs whole
             executions, so only ``steps_per_execution`` values that divide it are tried.
-            Defaults to ``None``: one pass over finite data (no bound for infinite data).
+            Defaults to ``None``: the epoch ends with the data, where Keras stops anyway.
         time_budget: Seconds the search may take. Defaults to ``180``.
         steps: Steps of each trial's warm-up, the largest ``steps_per_execution`` tried, and
             the shortest timed run. Defaults to ``128``.
