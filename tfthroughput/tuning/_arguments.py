@@ -62,6 +62,21 @@ def check_fraction(name: str, value: object) -> float:
     return float(value)
 
 
+def check_rounds(rounds: int) -> None:
+    """``rounds``, already a positive int, is at least 2: the noise needs two rounds."""
+    if rounds < 2:
+        raise ValueError(
+            f"`rounds` must be at least 2 (the noise is the spread between rounds). "
+            f"Received: rounds={rounds}"
+        )
+
+
+def check_seed(seed: object) -> None:
+    """``seed`` is a non-negative int (a bool is not)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+
+
 def _is_array(value: object) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) > 0
 
@@ -166,7 +181,19 @@ def _short(value: object) -> str:
 
 
 @dataclass(frozen=True)
-class TuneArguments:
+class SearchArguments:
+    """The arguments every mode of ``tune`` starts with, in the order of its signature."""
+
+    build_model: Any
+    data: Any
+    batch_size: Any
+    time_budget: float
+    steps: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class TuneArguments(SearchArguments):
     """The arguments of ``tune``, checked in the order they are listed, numbers normalised.
 
     ``tune`` hands all its arguments here first; a new argument of ``tune`` is a new field,
@@ -176,12 +203,6 @@ class TuneArguments:
     ``None``: ``tuning/distribution.py``).
     """
 
-    build_model: Any
-    data: Any
-    batch_size: Any
-    time_budget: float
-    steps: int
-    rounds: int
     callbacks: Any
     strategy: Any
     precision: Any
@@ -200,16 +221,10 @@ class TuneArguments:
         time_budget = check_positive_seconds("time_budget", self.time_budget)
         check_positive_int("steps", self.steps)
         check_positive_int("rounds", self.rounds)
-        if self.rounds < 2:
-            raise ValueError(
-                f"`rounds` must be at least 2 (the noise is the spread between rounds). "
-                f"Received: rounds={self.rounds}"
-            )
+        check_rounds(self.rounds)
         check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         loss_tolerance = check_fraction("loss_tolerance", self.loss_tolerance)
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+        check_seed(self.seed)
         for name in ("pipeline", "xla", "allow_batch_change"):
             value = getattr(self, name)
             if not isinstance(value, bool):
