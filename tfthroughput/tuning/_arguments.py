@@ -77,6 +77,29 @@ def check_seed(seed: object) -> None:
         raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
 
 
+def array_batches(leaves: list, batch_size: object) -> tuple[int, int]:
+    """The examples in arrays of ``data`` (``leaves``: all of them) and the batch size read
+    from them (``batch_size``, or 32 as ``fit`` and ``predict`` default to).
+
+    Raises:
+        ValueError: If the arrays differ in length, or the batch exceeds the examples.
+    """
+    lengths = {int(leaf.shape[0]) for leaf in leaves}
+    if len(lengths) != 1:
+        raise ValueError(
+            "`data` arrays must all have the same number of examples (first axis). "
+            f"Received lengths {sorted(lengths)}"
+        )
+    examples = lengths.pop()
+    size = 32 if batch_size is None else int(batch_size)
+    if size > examples:
+        raise ValueError(
+            f"`batch_size` must not exceed the {examples} examples in `data`. "
+            f"Received: batch_size={size}"
+        )
+    return examples, size
+
+
 def _is_array(value: object) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) > 0
 
@@ -154,19 +177,7 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         x, y = data
         leaves = _leaves(x) + ([] if y is None else _leaves(y))
         if leaves and all(_is_array(leaf) for leaf in leaves):
-            lengths = {int(leaf.shape[0]) for leaf in leaves}
-            if len(lengths) != 1:
-                raise ValueError(
-                    "`data` arrays must all have the same number of examples (first axis). "
-                    f"Received lengths {sorted(lengths)}"
-                )
-            examples = lengths.pop()
-            size = 32 if batch_size is None else int(batch_size)  # fit's own default
-            if size > examples:
-                raise ValueError(
-                    f"`batch_size` must not exceed the {examples} examples in `data`. "
-                    f"Received: batch_size={size}"
-                )
+            examples, size = array_batches(leaves, batch_size)
             return TrainingData(ARRAYS, (x, y), size, examples // size)
     raise TypeError(
         "`data` must be what model.fit takes: a tf.data.Dataset (batched, or unbatched with "
