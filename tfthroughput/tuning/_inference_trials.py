@@ -18,13 +18,12 @@ from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, comp
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import (
-    BASELINE,
     FAILED,
     FASTER,
     OUTPUTS_DIFFER,
     OVER_LATENCY,
 )
-from tfthroughput.tuning._trial_verdict import describe, measured, over_budget, speed_status
+from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
 from tfthroughput.tuning.inference_result import InferenceTrial
 from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
 from tfthroughput.tuning.setup import TuneSetup
@@ -116,16 +115,7 @@ class InferenceTrials:
         self._best = (runner.setup, None)
         self._best_outputs = runner.outputs
         self._costs.append(self._clock() - start)
-        self._trials.append(
-            InferenceTrial(
-                runner.setup,
-                "as given: " + describe(runner.setup),
-                BASELINE,
-                warmup_seconds=runner.warmup_seconds,
-                memory_mib=runner.memory_mib,
-                reason="; ".join(runner.notes),
-            )
-        )
+        self._trials.append(InferenceTrial(**as_given(runner)))
 
     def _timed_batches(self, setup: TuneSetup) -> int:
         """Batches per timed run: the baseline's examples per run, at ``setup``'s batch."""

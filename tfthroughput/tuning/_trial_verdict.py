@@ -1,5 +1,5 @@
 """What the training and the inference trial loops judge alike: whether a trial may start
-within the budget, how the baseline is labelled, and a measured trial's speed verdict and
+within the budget, the baseline's trial as given, and a measured trial's speed verdict and
 figures. What each checks besides (the loss, the outputs, the latency limit) stays with it.
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tfthroughput.tuning._measure import Comparison
-from tfthroughput.tuning._status import FASTER, NOT_FASTER, SLOWER
+from tfthroughput.tuning._status import BASELINE, FASTER, NOT_FASTER, SLOWER
 from tfthroughput.tuning.setup import TuneSetup
 
 # A margin over the dearest recent trial: trials of one search vary by a few tens of percent
@@ -28,6 +28,19 @@ def describe(setup: TuneSetup) -> str:
     batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
     xla = "on" if setup.jit_compile else "off"
     return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
+
+
+def as_given(runner: Any) -> dict[str, Any]:
+    """The baseline trial's fields from its started runner (its speed comes from the rounds),
+    as keyword arguments of the trial."""
+    return {
+        "setup": runner.setup,
+        "label": "as given: " + describe(runner.setup),
+        "status": BASELINE,
+        "warmup_seconds": runner.warmup_seconds,
+        "memory_mib": runner.memory_mib,
+        "reason": "; ".join(runner.notes),
+    }
 
 
 def speed_status(comparison: Comparison) -> str:

@@ -18,13 +18,12 @@ from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._runner import Runner, TrialFailed
 from tfthroughput.tuning._status import (
-    BASELINE,
     FAILED,
     FASTER,
     PROBE,
     REJECTED,
 )
-from tfthroughput.tuning._trial_verdict import describe, measured, over_budget, speed_status
+from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
 from tfthroughput.tuning.result import TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
@@ -109,16 +108,7 @@ class TrialRunner:
         self._base, self._base_setup = runner, runner.setup
         self._best = (runner.setup, None)
         self._costs.append(self._clock() - start)
-        self._trials.append(
-            TuneTrial(
-                runner.setup,
-                "as given: " + describe(runner.setup),
-                BASELINE,
-                warmup_seconds=runner.warmup_seconds,
-                memory_mib=runner.memory_mib,
-                reason="; ".join(runner.notes),
-            )
-        )
+        self._trials.append(TuneTrial(**as_given(runner)))
 
     def _lengthen(self, runner: Runner, steps: int) -> int:
         """Double the baseline's timed run until it lasts ``_MIN_RUN_SECONDS``; the warm-up
