@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfthroughput.tuning._status import BASELINE
-from tfthroughput.tuning._table import trial_table
+from tfthroughput.tuning._table import none_tried, trial_table
 
 # InferenceTuneResult and InferenceTrial (inference_result.py imports this module).
 InferenceTuneResult = Any
@@ -33,17 +32,11 @@ def render(result: InferenceTuneResult) -> str:
         )
         lines += ["", result.snippet]
     else:
-        tried = [t for t in result.trials if t.status != BASELINE]
-        why = ""
-        if not tried:
-            why = (
-                " (the time budget ran out before any candidate: raise time_budget)"
-                if result.stopped_by_budget
-                else " (no knob applied: see the notes)"
-            )
         lines.append(
             "chosen: the baseline, as given: nothing beat it outside the noise within the "
-            "output tolerance" + ("" if limit is None else " and the latency limit") + why
+            "output tolerance"
+            + ("" if limit is None else " and the latency limit")
+            + none_tried(result)  # no inference trial is a probe
         )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

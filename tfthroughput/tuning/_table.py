@@ -71,6 +71,15 @@ def trial_table(trials: Any, *, first: str, check: str, extra: Extra = ()) -> li
     return lines
 
 
+def none_tried(result: TuneResult) -> str:
+    """Why the baseline was kept without a candidate tried (after the verdict), else ``""``."""
+    if any(t.status not in (BASELINE, PROBE) for t in result.trials):
+        return ""
+    if result.stopped_by_budget:
+        return " (the time budget ran out before any candidate: raise time_budget)"
+    return " (no knob applied: see the notes)"
+
+
 def render(result: TuneResult) -> str:
     """The trials as an aligned table, then the choice, the snippet and the notes."""
     lines = trial_table(result.trials, first="setting", check="loss_check")
@@ -90,13 +99,8 @@ def render(result: TuneResult) -> str:
         )
         lines += ["", result.snippet]
     else:
-        tried = [t for t in result.trials if t.status not in (BASELINE, PROBE)]
-        if tried:
-            why = ""
-        elif result.stopped_by_budget:
-            why = " (the time budget ran out before any candidate: raise time_budget)"
-        else:
-            why = " (no knob applied: see the notes)"
-        lines.append("chosen: the baseline, as given: nothing beat it outside the noise" + why)
+        lines.append(
+            "chosen: the baseline, as given: nothing beat it outside the noise" + none_tried(result)
+        )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
