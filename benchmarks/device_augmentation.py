@@ -171,7 +171,12 @@ def main(argv=None):
         default=None,
         help="the pipelines' private threadpool (few host cores per GPU); default: shared pool",
     )
-    parser.add_argument("--jit", action="store_true", help="compile the steps with XLA")
+    parser.add_argument(
+        "--jit",
+        action="store_true",
+        help="compile the steps with XLA (the device side then fails here: XLA has no "
+        "CropAndResize kernel, measured on XLA_CPU_JIT with TF 2.21)",
+    )
     args = parser.parse_args(argv)
     # Other processes on the same cores move every figure; the load says how much.
     print(f"CPU cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f} at the start")

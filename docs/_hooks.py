@@ -5,7 +5,8 @@
   render as plain Python.
 - A line ``::: face tfthroughput.data`` becomes one mkdocstrings entry per public name of that
   face (its ``_EXPORTS``, read from the source without importing it), so the reference lists
-  exactly what each ``__all__`` exports, in the same order.
+  exactly what each ``__all__`` exports, in the same order. A class built on a base from a
+  private module (``tuning/_result_base.py``) lists that base's members as its own.
 - A line ``::: names tfthroughput`` becomes a table of the package's top-level names, each
   linked to its entry and described by its docstring's first line.
 - The docstrings' Sphinx roles (:func:`x`, :class:`x`, ...) show as code, without the role.
@@ -55,9 +56,32 @@ def _names_table(match: re.Match) -> str:
     return "\n".join(rows)
 
 
+def _private_bases(module: str, name: str) -> bool:
+    """Whether class ``name`` of ``module`` has a base imported from a private module."""
+    tree = ast.parse(_ROOT.joinpath(*module.split(".")).with_suffix(".py").read_text())
+    private = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1][:1] == "_"
+        for alias in node.names
+    }
+    return any(
+        isinstance(node, ast.ClassDef)
+        and node.name == name
+        and any(getattr(base, "id", None) in private for base in node.bases)
+        for node in tree.body
+    )
+
+
+def _entry(module: str, name: str) -> str:
+    if not _private_bases(module, name):
+        return f"::: {module}.{name}"
+    return f"::: {module}.{name}\n    options:\n      inherited_members: true"
+
+
 def _expand_face(match: re.Match) -> str:
     exports = face_exports(match.group(1))
-    return "\n\n".join(f"::: {exports[name]}.{name}" for name in sorted(exports))
+    return "\n\n".join(_entry(exports[name], name) for name in sorted(exports))
 
 
 def on_page_markdown(markdown, **kwargs):

@@ -64,6 +64,44 @@ def check_fraction(name: str, value: object) -> float:
     return float(value)
 
 
+def check_rounds(rounds: int) -> None:
+    """``rounds``, already a positive int, is at least 2: the noise needs two rounds."""
+    if rounds < 2:
+        raise ValueError(
+            f"`rounds` must be at least 2 (the noise is the spread between rounds). "
+            f"Received: rounds={rounds}"
+        )
+
+
+def check_seed(seed: object) -> None:
+    """``seed`` is a non-negative int (a bool is not)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+
+
+def array_batches(leaves: list, batch_size: object) -> tuple[int, int]:
+    """The examples in arrays of ``data`` (``leaves``: all of them) and the batch size read
+    from them (``batch_size``, or 32 as ``fit`` and ``predict`` default to).
+
+    Raises:
+        ValueError: If the arrays differ in length, or the batch exceeds the examples.
+    """
+    lengths = {int(leaf.shape[0]) for leaf in leaves}
+    if len(lengths) != 1:
+        raise ValueError(
+            "`data` arrays must all have the same number of examples (first axis). "
+            f"Received lengths {sorted(lengths)}"
+        )
+    examples = lengths.pop()
+    size = 32 if batch_size is None else int(batch_size)
+    if size > examples:
+        raise ValueError(
+            f"`batch_size` must not exceed the {examples} examples in `data`. "
+            f"Received: batch_size={size}"
+        )
+    return examples, size
+
+
 def _is_array(value: object) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and len(value.shape) > 0
 
@@ -162,19 +200,7 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         x, y = data
         leaves = _leaves(x) + ([] if y is None else _leaves(y))
         if leaves and all(_is_array(leaf) for leaf in leaves):
-            lengths = {int(leaf.shape[0]) for leaf in leaves}
-            if len(lengths) != 1:
-                raise ValueError(
-                    "`data` arrays must all have the same number of examples (first axis). "
-                    f"Received lengths {sorted(lengths)}"
-                )
-            examples = lengths.pop()
-            size = 32 if batch_size is None else int(batch_size)  # fit's own default
-            if size > examples:
-                raise ValueError(
-                    f"`batch_size` must not exceed the {examples} examples in `data`. "
-                    f"Received: batch_size={size}"
-                )
+            examples, size = array_batches(leaves, batch_size)
             return TrainingData(ARRAYS, (x, y), size, examples // size)
     raise TypeError(
         "`data` must be what model.fit takes: a tf.data.Dataset (batched, or unbatched with "
@@ -190,7 +216,19 @@ def _short(value: object) -> str:
 
 
 @dataclass(frozen=True)
-class TuneArguments:
+class SearchArguments:
+    """The arguments every mode of ``tune`` starts with, in the order of its signature."""
+
+    build_model: Any
+    data: Any
+    batch_size: Any
+    time_budget: float
+    steps: int
+    rounds: int
+
+
+@dataclass(frozen=True)
+class TuneArguments(SearchArguments):
     """The arguments of ``tune``, checked in the order they are listed, numbers normalised.
 
     ``tune`` hands all its arguments here first; a new argument of ``tune`` is a new field,
@@ -200,13 +238,6 @@ class TuneArguments:
     ``None``: ``tuning/distribution.py``).
     """
 
-    build_model: Any
-    data: Any
-    batch_size: Any
-    steps_per_epoch: Any
-    time_budget: float
-    steps: int
-    rounds: int
     callbacks: Any
     strategy: Any
     precision: Any
@@ -218,6 +249,7 @@ class TuneArguments:
     seed: int
     log_dir: str | None
     clock: Any
+    steps_per_epoch: Any  # checked where it is read (tuning/_settings.py, tuning/_epoch.py)
     training: TrainingData = field(init=False)
 
     def __post_init__(self) -> None:
@@ -225,16 +257,10 @@ class TuneArguments:
         time_budget = check_positive_seconds("time_budget", self.time_budget)
         check_positive_int("steps", self.steps)
         check_positive_int("rounds", self.rounds)
-        if self.rounds < 2:
-            raise ValueError(
-                f"`rounds` must be at least 2 (the noise is the spread between rounds). "
-                f"Received: rounds={self.rounds}"
-            )
+        check_rounds(self.rounds)
         check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         loss_tolerance = check_fraction("loss_tolerance", self.loss_tolerance)
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+        check_seed(self.seed)
         for name in ("pipeline", "xla", "allow_batch_change"):
             value = getattr(self, name)
             if not isinstance(value, bool):

@@ -15,7 +15,14 @@ from typing import Any
 import keras
 import numpy as np
 
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, _short, is_dataset
+from tfthroughput.tuning._arguments import (
+    ARRAYS,
+    BATCHED,
+    UNBATCHED,
+    _short,
+    array_batches,
+    is_dataset,
+)
 
 # Examples whose outputs every trial computes for the output check (fewer if the data has
 # fewer): enough rows to meet every kernel of the model, cheap next to the timed runs.
@@ -110,19 +117,7 @@ def inference_data(data: object, batch_size: object) -> InferenceData:
     x = data[0] if isinstance(data, tuple) and len(data) in (2, 3) else data
     leaves = keras.tree.flatten(x) if x is not None else []
     if leaves and all(hasattr(v, "shape") and len(v.shape) > 0 for v in leaves):
-        lengths = {int(leaf.shape[0]) for leaf in leaves}
-        if len(lengths) != 1:
-            raise ValueError(
-                "`data` arrays must all have the same number of examples (first axis). "
-                f"Received lengths {sorted(lengths)}"
-            )
-        examples = lengths.pop()
-        size = 32 if batch_size is None else int(batch_size)  # predict's own default
-        if size > examples:
-            raise ValueError(
-                f"`batch_size` must not exceed the {examples} examples in `data`. "
-                f"Received: batch_size={size}"
-            )
+        examples, size = array_batches(leaves, batch_size)
         return InferenceData(ARRAYS, x, size, examples)
     raise TypeError(
         "`data` must be what model.predict takes: NumPy arrays (one, a list or a dict; with "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from typing import Any
 
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
 from tfthroughput.tuning._inference_trials import (
@@ -31,14 +32,13 @@ from tfthroughput.tuning._inference_trials import (
     InferenceSettings,
     InferenceTrials,
 )
-from tfthroughput.tuning._measure import MIN_NOISE
+from tfthroughput.tuning._knob_line import double_along
 from tfthroughput.tuning._status import FAILED, OUTPUTS_DIFFER, OVER_LATENCY
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
 __all__ = ["InferenceSearch", "InferenceSettings"]
 
-_PATIENCE = 2  # doublings in a row without a gain before a line stops
 _MAX_BATCH_FACTOR = 128
 
 
@@ -101,39 +101,31 @@ class InferenceSearch(InferenceTrials):
                     f"({limit:g} ms)"
                 )
                 return
-        size, line_best, misses = given * 2, 1.0, 0
-        while size <= bound and misses < _PATIENCE:
-            trial = self._try(self._best[0].with_(batch_size=size))
-            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER):
-                return
+
+        def ends(trial: Any) -> bool:
             if trial.status == OVER_LATENCY:
                 self._notes.append(
-                    f"batch size bounded by the latency limit: {size} takes "
+                    f"batch size bounded by the latency limit: {trial.setup.batch_size} takes "
                     f"{trial.latency_p95_ms:.2f} ms per batch (p95), over {limit:g} ms"
                 )
-                return
-            if trial.ratio > line_best * (1.0 + MIN_NOISE):
-                line_best, misses = trial.ratio, 0
-            else:
-                misses += 1
-            size *= 2
+            return trial.status in (FAILED, OUTPUTS_DIFFER, OVER_LATENCY)
+
+        double_along(
+            given * 2, bound, lambda size: self._try(self._best[0].with_(batch_size=size)), ends
+        )
 
     def _steps_per_execution_line(self) -> None:
         current = self._best[0]
         batches = self._timed_batches(current)
         bound = min(self._settings.max_steps_per_execution, max(1, batches // 2))
         spe = self._base_setup.steps_per_execution * 2
-        line_best = self._best[1].ratio if self._best[1] else 1.0
-        misses = 0
-        while spe <= bound and misses < _PATIENCE:
-            trial = self._try(current.with_(steps_per_execution=spe))
-            if trial is None or trial.status in (FAILED, OUTPUTS_DIFFER, OVER_LATENCY):
-                return
-            if trial.ratio > line_best * (1.0 + MIN_NOISE):
-                line_best, misses = trial.ratio, 0
-            else:
-                misses += 1
-            spe *= 2
+        double_along(
+            spe,
+            bound,
+            lambda value: self._try(current.with_(steps_per_execution=value)),
+            lambda trial: trial.status in (FAILED, OUTPUTS_DIFFER, OVER_LATENCY),
+            line_best=self._best[1].ratio if self._best[1] else 1.0,
+        )
 
     def _chosen_notes(self, chosen: TuneSetup) -> list[str]:
         notes = []

@@ -4,49 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfthroughput.tuning._status import BASELINE
-from tfthroughput.tuning._table import _optional, _ratio
+from tfthroughput.tuning._table import none_tried, trial_table
 
 # InferenceTuneResult and InferenceTrial (inference_result.py imports this module).
-InferenceTuneResult = InferenceTrial = Any
-
-
-def _row(trial: InferenceTrial, gpu: bool) -> list[str]:
-    check = "" if trial.output_check is None else str(trial.output_check).split(" (")[0]
-    cells = [
-        trial.label,
-        _optional(trial.examples_per_second, "{:,.0f}"),
-        _ratio(trial),
-        _optional(trial.noise, "{:.0%}"),
-        _optional(trial.latency_p50_ms, "{:.2f}"),
-        _optional(trial.latency_p95_ms, "{:.2f}"),
-        _optional(trial.warmup_seconds, "{:.1f}"),
-        _optional(trial.memory_mib, "{:,.0f}"),
-    ]
-    if gpu:
-        cells += [
-            _optional(trial.gpu_utilization, "{:.0f}"),
-            _optional(trial.sm_activity, "{:.0f}"),
-        ]
-    cells += [check, trial.status + (f": {trial.reason}" if trial.reason else "")]
-    return cells
+InferenceTuneResult = Any
+_LATENCY = (("p50 ms", "latency_p50_ms", "{:.2f}"), ("p95 ms", "latency_p95_ms", "{:.2f}"))
 
 
 def render(result: InferenceTuneResult) -> str:
     """The trials as an aligned table, then the choice, the snippet and the notes."""
-    gpu = any(t.gpu_utilization is not None for t in result.trials)
-    header = ["predict setting", "examples/s", "x baseline [spread]", "noise"]
-    header += ["p50 ms", "p95 ms", "warm-up s", "MiB"]
-    if gpu:
-        header += ["GPU-Util %", "SM %"]
-    header += ["output check", "result"]
-    rows = [header] + [_row(t, gpu) for t in result.trials]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    lines = []
-    for row in rows:
-        pairs = enumerate(zip(row[:-1], widths, strict=True))
-        cells = [cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs]
-        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    lines = trial_table(
+        result.trials, first="predict setting", check="output_check", extra=_LATENCY
+    )
     budget = " (stopped by the time budget)" if result.stopped_by_budget else ""
     limit = result.max_batch_latency_ms
     lines.append("")
@@ -63,17 +32,11 @@ def render(result: InferenceTuneResult) -> str:
         )
         lines += ["", result.snippet]
     else:
-        tried = [t for t in result.trials if t.status != BASELINE]
-        why = ""
-        if not tried:
-            why = (
-                " (the time budget ran out before any candidate: raise time_budget)"
-                if result.stopped_by_budget
-                else " (no knob applied: see the notes)"
-            )
         lines.append(
             "chosen: the baseline, as given: nothing beat it outside the noise within the "
-            "output tolerance" + ("" if limit is None else " and the latency limit") + why
+            "output tolerance"
+            + ("" if limit is None else " and the latency limit")
+            + none_tried(result)  # no inference trial is a probe
         )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

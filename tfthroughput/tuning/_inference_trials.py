@@ -18,20 +18,17 @@ from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, comp
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import (
-    BASELINE,
     FAILED,
     FASTER,
-    NOT_FASTER,
     OUTPUTS_DIFFER,
     OVER_LATENCY,
-    SLOWER,
 )
+from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
 from tfthroughput.tuning.inference_result import InferenceTrial
 from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
 from tfthroughput.tuning.setup import TuneSetup
 
 LATENCY_SAMPLES = 5  # single-batch calls per runner per round
-_BUDGET_MARGIN = 1.25
 # Shortest timed part of the baseline's run: longer than training's 0.1 s, because a compute-
 # bound predict reaches 0.1 s in 2-3 batches, and a few batches measure a shared machine's
 # bursts more than the knob (longer runs average more of them; they do not remove them).
@@ -118,16 +115,7 @@ class InferenceTrials:
         self._best = (runner.setup, None)
         self._best_outputs = runner.outputs
         self._costs.append(self._clock() - start)
-        self._trials.append(
-            InferenceTrial(
-                runner.setup,
-                "as given: " + _describe(runner.setup),
-                BASELINE,
-                warmup_seconds=runner.warmup_seconds,
-                memory_mib=runner.memory_mib,
-                reason="; ".join(runner.notes),
-            )
-        )
+        self._trials.append(InferenceTrial(**as_given(runner)))
 
     def _timed_batches(self, setup: TuneSetup) -> int:
         """Batches per timed run: the baseline's examples per run, at ``setup``'s batch."""
@@ -137,7 +125,7 @@ class InferenceTrials:
 
     def _out_of_time(self) -> bool:
         elapsed = self._clock() - self._start
-        if elapsed + _BUDGET_MARGIN * max(self._costs[-3:]) > self._settings.time_budget:
+        if over_budget(elapsed, self._costs, self._settings.time_budget):
             self._stopped = True
         return self._stopped
 
@@ -218,34 +206,17 @@ class InferenceTrials:
             status = OUTPUTS_DIFFER
         elif limit is not None and p95 is not None and p95 > limit:
             status = OVER_LATENCY
-        elif comparison.faster:
-            status = FASTER
-        elif comparison.ratio_high < 1.0 - comparison.noise:
-            status = SLOWER
         else:
-            status = NOT_FASTER
+            status = speed_status(comparison)
         return InferenceTrial(
             setup,
             label,
             status,
-            examples_per_second=comparison.examples_per_second,
-            ratio=comparison.ratio,
-            ratio_low=comparison.ratio_low,
-            ratio_high=comparison.ratio_high,
-            noise=comparison.noise,
-            rounds_won=comparison.rounds_won,
+            **measured(comparison),
             latency_p50_ms=runner.latency_ms(0.5),
             latency_p95_ms=p95,
             warmup_seconds=runner.warmup_seconds,
             memory_mib=runner.memory_mib,
-            gpu_utilization=comparison.gpu_utilization,
-            sm_activity=comparison.sm_activity,
             output_check=check,
             reason="; ".join(runner.notes),
         )
-
-
-def _describe(setup: TuneSetup) -> str:
-    batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
-    xla = "on" if setup.jit_compile else "off"
-    return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"

@@ -14,7 +14,6 @@ so it leaves that figure unchanged.
 from __future__ import annotations
 
 import gc
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +21,14 @@ import keras
 
 from tfthroughput._validation import check_model
 from tfthroughput.diagnosis.trial_memory import to_mib
-from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._runner import TrialFailed, _device_peak_bytes, _reason
+from tfthroughput.tuning._runner import (
+    TrialFailed,
+    _device_peak_bytes,
+    _reason,
+    call_builder,
+    configured_model,
+)
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -104,16 +108,7 @@ class PredictRunner:
         returns no model raises its own ``TypeError``."""
         _device_peak_bytes()  # resets the device's peak, so the trial's own is read after
         start = self._clock()
-        try:
-            self._build()
-        except TrialFailed:
-            raise
-        except (TypeError, ValueError) as error:
-            if user_model_errors:
-                raise
-            raise TrialFailed(_predict_reason(error)) from error
-        except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
-            raise TrialFailed(_predict_reason(error)) from error
+        call_builder(self._build, _predict_reason, user_model_errors=user_model_errors)
         size = self.setup.batch_size
         self.examples_per_step = size if size is not None else self._data.batch_examples()
         self._feed = self._data.feed(size, self.steps)
@@ -179,18 +174,8 @@ class PredictRunner:
             )
             self.model = model
             return
-        with mixed_precision(self.setup.policy), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model = check_model(self._build_model(), returned_by="build_model", compiled=False)
-            model.steps_per_execution = self.setup.steps_per_execution
-            model.jit_compile = self.setup.jit_compile
-            if self.setup.jit_compile and not model.jit_compile:
-                raise TrialFailed("a layer of the model does not support XLA (Keras says so)")
-            model.predict_function = None
-        self.notes += sorted(
-            {str(w.message).split(". ")[0] for w in caught if "low precision" in str(w.message)}
-        )
-        self.model = model
+        self.model, notes = configured_model(self._build_model, self.setup, loop="predict")
+        self.notes += notes
 
 
 def _predict_reason(error: BaseException) -> str:

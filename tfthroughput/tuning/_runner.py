@@ -116,16 +116,7 @@ class Runner:
         release_free_memory()
         with PeakAdded() as memory:
             start = self._clock()
-            try:
-                self._build()
-            except TrialFailed:
-                raise
-            except (TypeError, ValueError) as error:
-                if user_model_errors:
-                    raise
-                raise TrialFailed(_reason(error)) from error
-            except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
-                raise TrialFailed(_reason(error)) from error
+            call_builder(self._build, _reason, user_model_errors=user_model_errors)
             if self._warm_data is not None:
                 self._warm_data()
             self.warmup_loss = self._fit(self.warmup_steps)[1]
@@ -155,19 +146,8 @@ class Runner:
             )
             self.model = model
             return
-        with mixed_precision(self.setup.policy), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model = check_model(self._build_model(), returned_by="build_model")
-            model.steps_per_execution = self.setup.steps_per_execution
-            model.jit_compile = self.setup.jit_compile
-            if self.setup.jit_compile and not model.jit_compile:
-                raise TrialFailed("a layer of the model does not support XLA (Keras says so)")
-            model.train_function = None
-            if self.setup.policy != "float32":
-                with contextlib.suppress(ValueError):  # not built yet: checked after warm-up
-                    check_mixed_precision_outputs(model)
-        self.notes += sorted({str(w.message).split(". ")[0] for w in caught if _is_ours(w)})
-        self.model = model
+        self.model, notes = configured_model(self._build_model, self.setup, loop="train")
+        self.notes += notes
 
     def _fit(self, steps: int) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
@@ -194,8 +174,58 @@ class Runner:
         return timer.seconds[0], loss
 
 
-def _is_ours(caught: warnings.WarningMessage) -> bool:
-    return "low precision" in str(caught.message)
+def call_builder(
+    build: Callable[[], None],
+    reason: Callable[[BaseException], str],
+    *,
+    user_model_errors: bool = False,
+) -> None:
+    """Call ``build``; what it raises becomes :class:`TrialFailed` with ``reason(error)``.
+
+    With ``user_model_errors``, its ``TypeError``/``ValueError`` passes unchanged (the
+    baseline: the user must fix the builder)."""
+    try:
+        build()
+    except TrialFailed:
+        raise
+    except (TypeError, ValueError) as error:
+        if user_model_errors:
+            raise
+        raise TrialFailed(reason(error)) from error
+    except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
+        raise TrialFailed(reason(error)) from error
+
+
+def configured_model(
+    build_model: Callable[[], keras.Model], setup: TuneSetup, *, loop: str
+) -> tuple[keras.Model, list[str]]:
+    """A model built under ``setup``'s policy with its ``steps_per_execution`` and XLA, and
+    the first sentence of each low-precision warning the build gave.
+
+    Args:
+        build_model: The user's builder.
+        setup: The knobs.
+        loop: ``"train"`` (the model must be compiled; its outputs' precision is checked
+            here, where a float16 loss would start) or ``"predict"`` (no compile needed;
+            its outputs are compared with the baseline's by the output check instead).
+
+    Raises:
+        TrialFailed: If a layer does not support XLA and ``setup`` turns it on.
+    """
+    training = loop == "train"
+    with mixed_precision(setup.policy), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = check_model(build_model(), returned_by="build_model", compiled=training)
+        model.steps_per_execution = setup.steps_per_execution
+        model.jit_compile = setup.jit_compile
+        if setup.jit_compile and not model.jit_compile:
+            raise TrialFailed("a layer of the model does not support XLA (Keras says so)")
+        setattr(model, f"{loop}_function", None)  # rebuilt with the knobs on the next call
+        if training and setup.policy != "float32":
+            with contextlib.suppress(ValueError):  # not built yet: checked after warm-up
+                check_mixed_precision_outputs(model)
+    ours = {str(w.message).split(". ")[0] for w in caught if "low precision" in str(w.message)}
+    return model, sorted(ours)
 
 
 def _device_peak_bytes() -> int | None:

@@ -8,6 +8,8 @@ from tfthroughput.tuning._status import BASELINE, PROBE
 
 # TuneResult and TuneTrial (tuning/result.py imports this module, so they are not imported).
 TuneResult = TuneTrial = Any
+# Columns one table adds: (header, trial field, format of its value).
+Extra = tuple[tuple[str, str, str], ...]
 
 
 def _ratio(trial: TuneTrial) -> str:
@@ -22,13 +24,14 @@ def _optional(value: float | None, text: str) -> str:
     return "" if value is None else text.format(value)
 
 
-def _row(trial: TuneTrial, gpu: bool) -> list[str]:
-    check = "" if trial.loss_check is None else str(trial.loss_check).split(" (")[0]
+def _row(trial: TuneTrial, gpu: bool, extra: Extra, check: str) -> list[str]:
+    found = getattr(trial, check)
     cells = [
         trial.label,
         _optional(trial.examples_per_second, "{:,.0f}"),
         _ratio(trial),
         _optional(trial.noise, "{:.0%}"),
+        *(_optional(getattr(trial, name), text) for _, name, text in extra),
         _optional(trial.warmup_seconds, "{:.1f}"),
         _optional(trial.memory_mib, "{:,.0f}"),
     ]
@@ -37,24 +40,49 @@ def _row(trial: TuneTrial, gpu: bool) -> list[str]:
             _optional(trial.gpu_utilization, "{:.0f}"),
             _optional(trial.sm_activity, "{:.0f}"),
         ]
-    cells += [check, trial.status + (f": {trial.reason}" if trial.reason else "")]
+    check_text = "" if found is None else str(found).split(" (")[0]
+    cells += [check_text, trial.status + (f": {trial.reason}" if trial.reason else "")]
     return cells
 
 
-def render(result: TuneResult) -> str:
-    """The trials as an aligned table, then the choice, the snippet and the notes."""
-    gpu = any(t.gpu_utilization is not None for t in result.trials)
-    header = ["setting", "examples/s", "x baseline [spread]", "noise", "warm-up s", "MiB"]
+def trial_table(trials: Any, *, first: str, check: str, extra: Extra = ()) -> list[str]:
+    """The trials as aligned lines, one per trial under a header.
+
+    Args:
+        trials: The result's trials.
+        first: The first column's header (the setting).
+        check: The trial's check field (``"loss_check"``, ``"output_check"``), shown by its
+            first words under its name.
+        extra: ``(header, field, format)`` of columns between the noise and the warm-up.
+    """
+    gpu = any(t.gpu_utilization is not None for t in trials)
+    header = [first, "examples/s", "x baseline [spread]", "noise"]
+    header += [name for name, _, _ in extra] + ["warm-up s", "MiB"]
     if gpu:
         header += ["GPU-Util %", "SM %"]
-    header += ["loss check", "result"]
-    rows = [header] + [_row(t, gpu) for t in result.trials]
+    header += [check.replace("_", " "), "result"]
+    rows = [header] + [_row(t, gpu, extra, check) for t in trials]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
     for row in rows:
         pairs = enumerate(zip(row[:-1], widths, strict=True))
         cells = [cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs]
         lines.append("  ".join(cells + [row[-1]]).rstrip())
+    return lines
+
+
+def none_tried(result: TuneResult) -> str:
+    """Why the baseline was kept without a candidate tried (after the verdict), else ``""``."""
+    if any(t.status not in (BASELINE, PROBE) for t in result.trials):
+        return ""
+    if result.stopped_by_budget:
+        return " (the time budget ran out before any candidate: raise time_budget)"
+    return " (no knob applied: see the notes)"
+
+
+def render(result: TuneResult) -> str:
+    """The trials as an aligned table, then the choice, the snippet and the notes."""
+    lines = trial_table(result.trials, first="setting", check="loss_check")
     budget = " (stopped by the time budget)" if result.stopped_by_budget else ""
     lines.append("")
     lines.append(
@@ -71,13 +99,8 @@ def render(result: TuneResult) -> str:
         )
         lines += ["", result.snippet]
     else:
-        tried = [t for t in result.trials if t.status not in (BASELINE, PROBE)]
-        if tried:
-            why = ""
-        elif result.stopped_by_budget:
-            why = " (the time budget ran out before any candidate: raise time_budget)"
-        else:
-            why = " (no knob applied: see the notes)"
-        lines.append("chosen: the baseline, as given: nothing beat it outside the noise" + why)
+        lines.append(
+            "chosen: the baseline, as given: nothing beat it outside the noise" + none_tried(result)
+        )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

@@ -18,19 +18,16 @@ from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._runner import Runner, TrialFailed
 from tfthroughput.tuning._status import (
-    BASELINE,
     FAILED,
     FASTER,
-    NOT_FASTER,
     PROBE,
     REJECTED,
-    SLOWER,
 )
+from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
 from tfthroughput.tuning.result import TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
 
-_BUDGET_MARGIN = 1.25
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
 # (at a load of 10 on 2 cores, 13 ms runs of a JAX MLP spread from 0.16x to 13x).
 _MIN_RUN_SECONDS = 0.1
@@ -112,16 +109,7 @@ class TrialRunner:
         self._base, self._base_setup = runner, runner.setup
         self._best = (runner.setup, None)
         self._costs.append(self._clock() - start)
-        self._trials.append(
-            TuneTrial(
-                runner.setup,
-                "as given: " + _describe(runner.setup),
-                BASELINE,
-                warmup_seconds=runner.warmup_seconds,
-                memory_mib=runner.memory_mib,
-                reason="; ".join(runner.notes),
-            )
-        )
+        self._trials.append(TuneTrial(**as_given(runner)))
 
     def _lengthen(self, runner: Runner, steps: int) -> int:
         """Double the baseline's timed run until it lasts ``_MIN_RUN_SECONDS``; the warm-up
@@ -133,9 +121,7 @@ class TrialRunner:
 
     def _out_of_time(self) -> bool:
         elapsed = self._clock() - self._start
-        # A margin over the dearest recent trial: trials of one search vary by a few tens of
-        # percent on a shared machine (measured: 61.4 s for a 60 s budget without it).
-        if elapsed + _BUDGET_MARGIN * max(self._costs[-3:]) > self._settings.time_budget:
+        if over_budget(elapsed, self._costs, self._settings.time_budget):
             self._stopped = True
         return self._stopped
 
@@ -212,28 +198,17 @@ class TrialRunner:
             status = PROBE
         elif not check.passed:
             status = REJECTED
-        elif comparison.faster:
-            status = FASTER
-        elif comparison.ratio_high < 1.0 - comparison.noise:
-            status = SLOWER
         else:
-            status = NOT_FASTER
+            status = speed_status(comparison)
         if setup.batch_size != self._base_setup.batch_size:
             notes.append("learning dynamics change (fewer, larger steps per epoch)")
         return TuneTrial(
             setup,
             label,
             status,
-            examples_per_second=comparison.examples_per_second,
-            ratio=comparison.ratio,
-            ratio_low=comparison.ratio_low,
-            ratio_high=comparison.ratio_high,
-            noise=comparison.noise,
-            rounds_won=comparison.rounds_won,
+            **measured(comparison),
             warmup_seconds=runner.warmup_seconds,
             memory_mib=runner.memory_mib,
-            gpu_utilization=comparison.gpu_utilization,
-            sm_activity=comparison.sm_activity,
             loss_check=check,
             reason="; ".join(notes),
         )
@@ -259,12 +234,6 @@ class TrialRunner:
             x, _ = self._data.first_batch()
             self._batch_examples = int(keras.tree.flatten(x)[0].shape[0])
         return self._batch_examples
-
-
-def _describe(setup: TuneSetup) -> str:
-    batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
-    xla = "on" if setup.jit_compile else "off"
-    return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
 
 
 def _repeat_batch(batch: dict, steps: int) -> dict:

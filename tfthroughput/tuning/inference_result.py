@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfthroughput.tuning._inference_table import render
-from tfthroughput.tuning._status import BASELINE, FASTER
+from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
 from tfthroughput.tuning.output_check import OutputCheck
-from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
 
 
 @dataclass(frozen=True)
-class InferenceTrial:
+class InferenceTrial(TrialBase):
     """One measured ``predict`` setup.
 
     Attributes:
@@ -40,15 +40,6 @@ class InferenceTrial:
         reason: Why it failed or was rejected, or notes on it.
     """
 
-    setup: TuneSetup
-    label: str
-    status: str
-    examples_per_second: float | None = None
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    noise: float | None = None
-    rounds_won: int | None = None
     latency_p50_ms: float | None = None
     latency_p95_ms: float | None = None
     warmup_seconds: float | None = None
@@ -60,7 +51,7 @@ class InferenceTrial:
 
 
 @dataclass(frozen=True)
-class InferenceTuneResult:
+class InferenceTuneResult(ResultBase):
     """What ``tune(..., mode="inference")`` found.
 
     Attributes:
@@ -76,38 +67,9 @@ class InferenceTuneResult:
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
     """
 
-    baseline: TuneSetup
-    chosen: TuneSetup
     trials: tuple[InferenceTrial, ...]
-    seconds: float
-    time_budget: float
-    stopped_by_budget: bool = False
     max_batch_latency_ms: float | None = None
     notes: tuple[str, ...] = field(default=())
-
-    @property
-    def improved(self) -> bool:
-        """Whether a setup beat the baseline outside the noise."""
-        return self.chosen != self.baseline
-
-    @property
-    def chosen_trial(self) -> InferenceTrial:
-        """The trial of the chosen setup."""
-        wanted = FASTER if self.improved else BASELINE
-        return max(
-            (t for t in self.trials if t.setup == self.chosen and t.status == wanted),
-            key=lambda t: t.ratio or 1.0,
-        )
-
-    @property
-    def speedup(self) -> float:
-        """Median ratio of the chosen setup to the baseline (``1.0`` for the baseline)."""
-        return self.chosen_trial.ratio or 1.0
-
-    @property
-    def compile_kwargs(self) -> dict[str, Any]:
-        """``model.compile`` keyword arguments of the chosen setup."""
-        return self.chosen.compile_kwargs
 
     @property
     def predict_kwargs(self) -> dict[str, Any]:
@@ -158,30 +120,14 @@ class InferenceTuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as plain JSON-able values."""
-
-        def trial(t: InferenceTrial) -> dict[str, Any]:
-            values = {k: v for k, v in vars(t).items() if k not in ("setup", "output_check")}
-            values["setup"] = vars(t.setup)
-            if t.output_check is not None:
-                values["output_check"] = {
-                    **vars(t.output_check),
-                    "passed": t.output_check.passed,
-                }
-            return values
-
         return {
             "mode": "inference",
-            "baseline": vars(self.baseline),
-            "chosen": vars(self.chosen),
-            "speedup": self.speedup,
-            "seconds": self.seconds,
-            "time_budget": self.time_budget,
-            "stopped_by_budget": self.stopped_by_budget,
+            **self._leading_dict(),
             "max_batch_latency_ms": self.max_batch_latency_ms,
             "compile_kwargs": self.compile_kwargs,
             "predict_kwargs": self.predict_kwargs,
             "notes": list(self.notes),
-            "trials": [trial(t) for t in self.trials],
+            "trials": [trial_dict(t, "output_check") for t in self.trials],
         }
 
     def to_json(self) -> str:
@@ -197,7 +143,4 @@ class InferenceTuneResult:
         Returns:
             The event file's path.
         """
-        from tfthroughput.monitor.text_entries import write_text
-
-        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
-        return write_text(log_dir, {"tune/inference": block, "tune/inference_json": self.to_json()})
+        return self._write_text(log_dir, "tune/inference", self.to_json())

@@ -15,7 +15,14 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import check_callable, check_positive_int
-from tfthroughput.tuning._arguments import check_builder, check_fraction, check_positive_seconds
+from tfthroughput.tuning._arguments import (
+    SearchArguments,
+    check_builder,
+    check_fraction,
+    check_positive_seconds,
+    check_rounds,
+    check_seed,
+)
 from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
 from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
@@ -91,16 +98,10 @@ def check_latency_limit(max_batch_latency_ms: object) -> float | None:
 
 
 @dataclass(frozen=True)
-class InferenceArguments:
+class InferenceArguments(SearchArguments):
     """tune's arguments in inference mode, checked in the order listed, numbers normalised;
     ``inputs`` is ``data`` as every trial's ``predict`` gets it."""
 
-    build_model: Any
-    data: Any
-    batch_size: Any
-    time_budget: float
-    steps: int
-    rounds: int
     precision: Any
     pipeline: bool
     xla: bool
@@ -117,11 +118,7 @@ class InferenceArguments:
         budget = check_positive_seconds("time_budget", self.time_budget)
         for name in ("steps", "rounds", "max_steps_per_execution"):
             check_positive_int(name, getattr(self, name))
-        if self.rounds < 2:
-            raise ValueError(
-                f"`rounds` must be at least 2 (the noise is the spread between rounds). "
-                f"Received: rounds={self.rounds}"
-            )
+        check_rounds(self.rounds)
         limit = check_latency_limit(self.max_batch_latency_ms)
         tolerance = self.output_tolerance
         tolerance = (
@@ -129,9 +126,7 @@ class InferenceArguments:
             if tolerance is None
             else check_fraction("output_tolerance", tolerance)
         )
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise TypeError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+        check_seed(self.seed)
         if not isinstance(self.xla, bool):
             raise TypeError(f"`xla` must be a bool. Received: xla={self.xla!r}")
         check_callable("clock", self.clock)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
 from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importable from here
     BASELINE,
     FAILED,
@@ -18,11 +19,11 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
 from tfthroughput.tuning._table import render
 from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
-from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
 
 
 @dataclass(frozen=True)
-class TuneTrial:
+class TuneTrial(TrialBase):
     """One measured setup.
 
     Attributes:
@@ -47,15 +48,6 @@ class TuneTrial:
         reason: Why it failed, or notes on it.
     """
 
-    setup: TuneSetup
-    label: str
-    status: str
-    examples_per_second: float | None = None
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    noise: float | None = None
-    rounds_won: int | None = None
     warmup_seconds: float | None = None
     memory_mib: float | None = None
     gpu_utilization: float | None = None
@@ -65,7 +57,7 @@ class TuneTrial:
 
 
 @dataclass(frozen=True)
-class TuneResult:
+class TuneResult(ResultBase):
     """What :func:`tfthroughput.tune` found.
 
     Attributes:
@@ -83,39 +75,10 @@ class TuneResult:
             per-replica batch of the baseline and the chosen setup; ``None`` without one.
     """
 
-    baseline: TuneSetup
-    chosen: TuneSetup
     trials: tuple[TuneTrial, ...]
-    seconds: float
-    time_budget: float
-    stopped_by_budget: bool = False
     pipeline_kwargs: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
     distribution: TuneDistribution | None = None
-
-    @property
-    def improved(self) -> bool:
-        """Whether a setup beat the baseline outside the noise."""
-        return self.chosen != self.baseline
-
-    @property
-    def chosen_trial(self) -> TuneTrial:
-        """The trial of the chosen setup."""
-        wanted = BASELINE if not self.improved else FASTER
-        return max(
-            (t for t in self.trials if t.setup == self.chosen and t.status == wanted),
-            key=lambda t: t.ratio or 1.0,
-        )
-
-    @property
-    def speedup(self) -> float:
-        """Median ratio of the chosen setup to the baseline (``1.0`` for the baseline)."""
-        return self.chosen_trial.ratio or 1.0
-
-    @property
-    def compile_kwargs(self) -> dict[str, Any]:
-        """``model.compile`` keyword arguments of the chosen setup."""
-        return self.chosen.compile_kwargs
 
     def apply(self, model: Any) -> Any:
         """Set the chosen ``steps_per_execution`` and ``jit_compile`` on a compiled model.
@@ -158,25 +121,12 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as plain JSON-able values."""
-
-        def trial(t: TuneTrial) -> dict[str, Any]:
-            values = {k: v for k, v in vars(t).items() if k not in ("setup", "loss_check")}
-            values["setup"] = vars(t.setup)
-            if t.loss_check is not None:
-                values["loss_check"] = {**vars(t.loss_check), "passed": t.loss_check.passed}
-            return values
-
         return {
-            "baseline": vars(self.baseline),
-            "chosen": vars(self.chosen),
-            "speedup": self.speedup,
-            "seconds": self.seconds,
-            "time_budget": self.time_budget,
-            "stopped_by_budget": self.stopped_by_budget,
+            **self._leading_dict(),
             "compile_kwargs": self.compile_kwargs,
             "pipeline_kwargs": self.pipeline_kwargs,
             "notes": list(self.notes),
-            "trials": [trial(t) for t in self.trials],
+            "trials": [trial_dict(t, "loss_check") for t in self.trials],
             "distribution": None if self.distribution is None else self.distribution.to_dict(),
         }
 
@@ -193,7 +143,4 @@ class TuneResult:
         Returns:
             The event file's path.
         """
-        from tfthroughput.monitor.text_entries import write_text
-
-        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
-        return write_text(log_dir, {"tune/result": block, "tune/result_json": self.to_json()})
+        return self._write_text(log_dir, "tune/result", self.to_json())

@@ -1,0 +1,66 @@
+"""What the training and the inference trial loops judge alike: whether a trial may start
+within the budget, the baseline's trial as given, and a measured trial's speed verdict and
+figures. What each checks besides (the loss, the outputs, the latency limit) stays with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tfthroughput.tuning._measure import Comparison
+from tfthroughput.tuning._status import BASELINE, FASTER, NOT_FASTER, SLOWER
+from tfthroughput.tuning.setup import TuneSetup
+
+# A margin over the dearest recent trial: trials of one search vary by a few tens of percent
+# on a shared machine (measured: 61.4 s for a 60 s budget without it).
+BUDGET_MARGIN = 1.25
+
+
+def over_budget(elapsed: float, costs: Sequence[float], time_budget: float) -> bool:
+    """Whether a trial started now could end after ``time_budget`` seconds: ``elapsed`` plus
+    the margin over the dearest of the last three trial ``costs``."""
+    return elapsed + BUDGET_MARGIN * max(costs[-3:]) > time_budget
+
+
+def describe(setup: TuneSetup) -> str:
+    """The baseline's setting, as its label shows it."""
+    batch = "" if setup.batch_size is None else f", batch {setup.batch_size}"
+    xla = "on" if setup.jit_compile else "off"
+    return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
+
+
+def as_given(runner: Any) -> dict[str, Any]:
+    """The baseline trial's fields from its started runner (its speed comes from the rounds),
+    as keyword arguments of the trial."""
+    return {
+        "setup": runner.setup,
+        "label": "as given: " + describe(runner.setup),
+        "status": BASELINE,
+        "warmup_seconds": runner.warmup_seconds,
+        "memory_mib": runner.memory_mib,
+        "reason": "; ".join(runner.notes),
+    }
+
+
+def speed_status(comparison: Comparison) -> str:
+    """Faster outside the noise, slower outside it, or within it."""
+    if comparison.faster:
+        return FASTER
+    if comparison.ratio_high < 1.0 - comparison.noise:
+        return SLOWER
+    return NOT_FASTER
+
+
+def measured(comparison: Comparison) -> dict[str, Any]:
+    """The trial fields a comparison gives, as keyword arguments of the trial."""
+    return {
+        "examples_per_second": comparison.examples_per_second,
+        "ratio": comparison.ratio,
+        "ratio_low": comparison.ratio_low,
+        "ratio_high": comparison.ratio_high,
+        "noise": comparison.noise,
+        "rounds_won": comparison.rounds_won,
+        "gpu_utilization": comparison.gpu_utilization,
+        "sm_activity": comparison.sm_activity,
+    }
