@@ -167,16 +167,7 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         TypeError: If ``data`` is something ``fit`` cannot take, or ``batch_size`` is not an int.
         ValueError: If ``batch_size`` is missing or out of range for the kind of data.
     """
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-    ):
-        raise TypeError(
-            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size!r}"
-        )
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(
-            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
-        )
+    batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
     check_not_one_pass("data", data)
     if is_py_dataset(data):
         if batch_size is not None:

@@ -8,13 +8,13 @@ predicts the same examples in the same order, so outputs can be compared row by 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import keras
 import numpy as np
 
+from tfthroughput._validation import check_positive_int
 from tfthroughput.tuning._arguments import (
     ARRAYS,
     BATCHED,
@@ -100,16 +100,7 @@ def inference_data(data: object, batch_size: object) -> InferenceData:
             an int.
         ValueError: If ``batch_size`` is out of range, or given for a batched dataset.
     """
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-    ):
-        raise TypeError(
-            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size!r}"
-        )
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(
-            f"`batch_size` must be a positive int or None. Received: batch_size={batch_size}"
-        )
+    batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
     if is_dataset(data):
         if batch_size is None:
             return InferenceData(BATCHED, data, None, None)

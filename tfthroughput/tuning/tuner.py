@@ -57,27 +57,21 @@ def tune(
 
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
-        data: A ``tf.data.Dataset`` of batches (``x`` alone for a model with its own
-            ``train_step``), an unbatched one with ``batch_size``, a ``keras.utils.PyDataset``
-            (read by ``fit`` with its workers; its input side is reported), or NumPy arrays:
-            a tuple ``(x, y)``, or ``x`` alone when unlabeled.
+        data: What ``fit`` takes: a ``tf.data.Dataset`` (batched, or not with ``batch_size``),
+            a ``keras.utils.PyDataset``, or arrays ``(x, y)`` (``x`` alone when unlabeled).
         batch_size: Examples per batch for arrays (``None``: 32) and unbatched datasets.
-        steps_per_epoch: The ``steps_per_epoch`` you pass to ``fit``: Keras runs whole
-            executions, so only ``steps_per_execution`` values that divide it are tried.
-            Defaults to ``None``: the epoch ends with the data, where Keras stops anyway.
+        steps_per_epoch: Your ``fit``'s: only ``steps_per_execution`` values dividing it are
+            tried (Keras runs whole executions). Defaults to ``None``: the data's end.
         time_budget: Seconds the search may take. Defaults to ``180``.
-        steps: Steps of each trial's warm-up, the largest ``steps_per_execution`` tried, and
-            the shortest timed run. Defaults to ``128``.
+        steps: Steps of a warm-up and of the shortest timed run. Defaults to ``128``.
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
-        callbacks: The callbacks you train with: one that needs every batch's hook keeps
-            ``steps_per_execution`` at 1 (or its integer ``update_freq``). Defaults to ``None``.
+        callbacks: Your callbacks: one needing every batch's hook bounds ``steps_per_execution``.
         strategy: A ``tf.distribute.Strategy`` every trial is built and trained under (the
             batch is then global; the result's ``distribution`` gives it per replica).
             Defaults to ``None``: the scope ``tune`` is called in, if any. TensorFlow only.
         precision: ``None`` (default): ``recommend_precision()`` here; a
             ``PrecisionRecommendation`` to use instead; ``False``: no policy tried.
-        pipeline: Whether the input pipeline may be tried (for a PyDataset: measured and
-            reported). Defaults to ``True``.
+        pipeline: Whether the input pipeline may be tried. Defaults to ``True``.
         xla: Whether to try XLA flipped (not under JAX). Defaults to ``True``.
         allow_batch_change: Try batch sizes 2x and 4x. Defaults to ``False``.
         max_steps_per_execution: Largest ``steps_per_execution`` tried. Defaults to ``1024``.
@@ -95,8 +89,7 @@ def tune(
 
     Raises:
         TypeError: If an argument has the wrong type (``build_model`` or what it returns).
-        ValueError: If a number is out of range (``time_budget=0``, ``rounds=1``, ...), or
-            ``strategy`` spans several hosts (``MultiWorkerMirroredStrategy``) or a TPU.
+        ValueError: If a value is out of range (``rounds=1``, a multi-host ``strategy``, ...).
         RuntimeError: If the model as given cannot be trained.
 
     Example:
