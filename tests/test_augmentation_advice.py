@@ -52,8 +52,11 @@ def test_the_rebuild_drops_only_the_augmentation():
     assert describe_pipeline(dataset).transformations == ("cache", "map", "batch", "prefetch")
     plain = without_augmentation(dataset)
     assert describe_pipeline(plain).transformations == ("cache", "batch", "prefetch")
-    first = next(iter(plain))
-    np.testing.assert_array_equal(first[0].numpy(), IMAGES[:8])
+    # The images come back unflipped. The parallel batch is not deterministic here, so the
+    # first batch handed over may be any of them.
+    first = next(iter(plain))[0].numpy()
+    batches = [IMAGES[start : start + 8] for start in range(0, len(IMAGES), 8)]
+    assert any(np.array_equal(first, batch) for batch in batches)
     assert without_augmentation(plain) is None
     assert without_augmentation(build_pipeline((IMAGES, LABELS), batch_size=8)) is None
 
