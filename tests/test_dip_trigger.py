@@ -14,7 +14,7 @@ from fits import fit, tiny_model
 from readme import logged_tags_table
 
 from tfthroughput import DipTrigger, GPUMonitor, ProfileSteps
-from tfthroughput.demo import COMPARISON_TAG
+from tfthroughput.demo.run import COMPARISON_TAG
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.stats import summarize
 from tfthroughput.monitor.epoch_windows import Window

@@ -188,8 +188,7 @@ ALLOWED_ROOMS = {
     "tuning": {"hardware", "data", "precision", "monitor", "diagnosis"},
     "tfthroughput": set(),
 }
-# demo_runs: the demo's runs, checked before TF loads; demo_comparison: its comparison table.
-EVERYTHING = {"cli", "demo", "demo_runs", "demo_comparison"}
+EVERYTHING = {"cli", "demo"}
 
 
 def _room(module: str) -> str:

@@ -29,3 +29,9 @@ def test_every_module_is_in_the_layout_table_under_its_folder():
         for folder in [package, *(p for p in package.iterdir() if (p / "__init__.py").exists())]
     }
     assert _layout_table() == actual
+
+
+def test_the_top_level_holds_the_faces_and_shared_helpers_only():
+    """Everything else lives in a room (the demo in ``demo/``, the command in ``cli/``)."""
+    top_level = {path.stem for path in (ROOT / "tfthroughput").glob("*.py")}
+    assert top_level == {"__init__", "_lazy", "_optional", "_startup", "_validation"}

@@ -8,7 +8,7 @@ import os
 from tfthroughput._startup import load_tensorflow
 from tfthroughput._validation import check_writable_folder
 from tfthroughput.cli.options import SubParsers, add_command, positive_int
-from tfthroughput.demo_runs import replace_previous_runs
+from tfthroughput.demo.previous_runs import replace_previous_runs
 
 
 def add(commands: SubParsers) -> None:
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     data_dir = check_writable_folder("--data-dir", args.data_dir or os.path.join(log_dir, "data"))
     replace_previous_runs(log_dir)  # before TensorFlow loads: a foreign run fails at once
     load_tensorflow(verbose=args.verbose)
-    from tfthroughput.demo import run_demo
+    from tfthroughput.demo.run import run_demo
 
     run_demo(
         images=args.images,

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tfthroughput.demo_runs import DEMO_MARKER, RUN_NAMES, TUNE_RUN, replace_previous_runs
+from tfthroughput.demo.previous_runs import DEMO_MARKER, RUN_NAMES, TUNE_RUN, replace_previous_runs
 from tfthroughput.report.html import REPORT_FILE_NAME
 
 
