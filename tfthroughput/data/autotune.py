@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -174,18 +175,41 @@ def measure_pipeline(
     check_positive_int("num_batches", num_batches)
     folder = log_dir if log_dir is not None else tempfile.mkdtemp(prefix="tfthroughput_autotune_")
     try:
-        events, taken, seconds = _profiled_run(dataset, num_batches, folder)
+        trace, taken, seconds = _profiled_run(dataset, num_batches, folder)
+        positions = DatasetGraph(dataset).positions_by_name()
+        return measurement_from_trace(trace, positions, taken, seconds)
     finally:
         if log_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
-    return _measurement(events, taken, seconds, DatasetGraph(dataset).positions_by_name())
+
+
+def measurement_from_trace(
+    trace_path: str, positions: Mapping[str, int], num_batches: int, seconds: float
+) -> PipelineMeasurement:
+    """Read what AUTOTUNE chose from a profiler trace already recorded.
+
+    :func:`measure_pipeline` records the trace and calls this; a trace kept with its
+    ``log_dir`` (or recorded once and stored) can be read again, with the same result.
+
+    Args:
+        trace_path: The ``*.xplane.pb`` file the profiler wrote.
+        positions: The stage position of each dataset name of the pipeline the trace ran,
+            e.g. ``{"RangeDataset:0": 1, "MapDataset:1": 2}``; the names number every dataset
+            the process made, so they are read when the trace is recorded.
+        num_batches: Elements taken while the profiler ran.
+        seconds: Wall time of taking them.
+
+    Returns:
+        A frozen :class:`PipelineMeasurement`.
+    """
+    return _measurement(read_host_events(trace_path), num_batches, seconds, dict(positions))
 
 
 def _profiled_run(
     dataset: tf.data.Dataset, num_batches: int, folder: str
-) -> tuple[list[HostEvent], int, float]:
+) -> tuple[str, int, float]:
     """Draw up to ``num_batches`` batches under the profiler (host events only, writing to
-    ``folder``). Returns its tf.data events, the batches drawn and the seconds they took."""
+    ``folder``). Returns the trace's path, the batches drawn and the seconds they took."""
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=2, python_tracer_level=0, device_tracer_level=0
     )
@@ -209,7 +233,7 @@ def _profiled_run(
     finally:
         tf.profiler.experimental.stop()
     del iterator
-    return read_host_events(newest_xspace(folder)), taken, seconds
+    return newest_xspace(folder), taken, seconds
 
 
 def _measurement(
