@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -30,6 +27,9 @@ from faulty_disk import FaultyDisk
 from fits import RaiseDuringEpoch, fit, tiny_model
 
 from tfthroughput import GPUMonitor, MonitoringWarning
+from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
+from tfthroughput.diagnosis.recommendations import Recommendation
+from tfthroughput.diagnosis.verdict import INPUT_BOUND
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,73 +86,49 @@ def _steps(scalars, tag) -> list[int]:
 
 # ----------------------------------------------------------------------- no file is lost
 
-# In a fresh process TensorFlow's writer and the monitor each number their files from 0, so a
-# diagnosis and the monitor's file made in the same second used to get the same name.
-_DIAGNOSIS_BESIDE_A_FIT = """
-import json, sys, time
-import keras, numpy as np
-from fakes import FakeSource
-from tfthroughput import GPUMonitor
-from tfthroughput.diagnosis.diagnosis_report import DiagnosisReport
-from tfthroughput.diagnosis.recommendations import Recommendation
-from tfthroughput.diagnosis.verdict import INPUT_BOUND
-
-report = DiagnosisReport(
-    batch_size=8, steps=4, repeats=1, input_batches_per_second=25.0,
-    compute_batches_per_second=100.0, fit_batches_per_second=20.0, input_bound_fraction=0.8,
-    verdict=INPUT_BOUND, recommendations=(Recommendation("parallel map", "4x too slow."),),
+# TensorFlow's writer and the monitor each used to number their files from 0 in a fresh process,
+# so a diagnosis and the monitor's file made in the same second got the same name. The wall
+# clock is pinned to one second here (both writers name their files by it), so the two files
+# always share their second and only their numbers can keep them apart.
+ONE_SECOND = 1796000000.25
+_REPORT = DiagnosisReport(
+    batch_size=8,
+    steps=4,
+    repeats=1,
+    input_batches_per_second=25.0,
+    compute_batches_per_second=100.0,
+    fit_batches_per_second=20.0,
+    input_bound_fraction=0.8,
+    verdict=INPUT_BOUND,
+    recommendations=(Recommendation("parallel map", "4x too slow."),),
 )
-model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-model.compile("sgd", "mse")
-x = np.ones((16, 3), "float32")
-model.fit(x, x[:, :1], batch_size=8, verbose=0)  # traced: the fits below take milliseconds
-
-def monitored_fit(log_dir):
-    monitor = GPUMonitor(log_dir, interval=0.05, update_freq=1,
-                         sources=lambda: [FakeSource("host", {"cpu_percent": 5.0})])
-    model.fit(x, x[:, :1], batch_size=8, verbose=0, callbacks=[monitor])
-
-seconds = {}
-for case in ("before", "after"):
-    for attempt in range(3):  # each attempt makes one file of each writer: numbers stay paired
-        time.sleep(1.02 - time.time() % 1)  # just after a second starts
-        start = int(time.time())
-        run_dir = f"{sys.argv[1]}/{case}{attempt}/hardware"
-        if case == "before":
-            report.write_to_tensorboard(run_dir)
-            monitored_fit(f"{sys.argv[1]}/{case}{attempt}")
-        else:
-            monitored_fit(f"{sys.argv[1]}/{case}{attempt}")
-            report.write_to_tensorboard(run_dir)
-        if int(time.time()) == start:
-            seconds[case] = f"{case}{attempt}"
-            break
-print(json.dumps(seconds))
-"""
 
 
-@pytest.mark.tensorflow
-def test_a_diagnosis_written_in_the_run_folder_in_the_fits_second_loses_nothing(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(_DIAGNOSIS_BESIDE_A_FIT), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
+@pytest.mark.parametrize("diagnosis", ["before the fit", "after the fit"])
+def test_a_diagnosis_written_in_the_run_folder_in_the_fits_second_loses_nothing(
+    tmp_path, monkeypatch, diagnosis
+):
+    monkeypatch.setattr(time, "time", lambda: ONE_SECOND)
+    run_dir = tmp_path / "hardware"
+    monitor = GPUMonitor(
+        str(tmp_path),
+        interval=0.05,
+        update_freq=2,
+        sources=lambda: [FakeSource("host", {"cpu_percent": 5.0})],
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    same_second = json.loads(result.stdout.strip().splitlines()[-1])
-    assert set(same_second) == {"before", "after"}, "no attempt stayed within one second"
-    for case, folder in same_second.items():
-        run_dir = tmp_path / folder / "hardware"
-        assert len(event_files(run_dir)) == 2, case  # the diagnosis's and the monitor's
-        scalars = read_scalars(run_dir)
-        assert len(scalars["window/host/cpu_percent/mean"]) == 2, case  # its two steps
-        assert _steps(scalars, "host/cpu_percent/mean") == [0], case
-        assert len(summary_values(run_dir, "text")) == 1, case  # the report itself
-        assert len(summary_values(run_dir, "custom_scalars")) == 1, case  # the layout
+    if diagnosis == "before the fit":
+        _REPORT.write_to_tensorboard(str(run_dir))
+    fit(tiny_model(), [monitor], epochs=1)
+    if diagnosis == "after the fit":
+        _REPORT.write_to_tensorboard(str(run_dir))
+    files = event_files(run_dir)
+    assert len(files) == 2  # the diagnosis's and the monitor's
+    assert {name.split(".")[3] for name in map(os.path.basename, files)} == {"1796000000"}
+    scalars = read_scalars(run_dir)
+    assert len(scalars["window/host/cpu_percent/mean"]) == 2  # its two windows of 2 steps
+    assert _steps(scalars, "host/cpu_percent/mean") == [0]
+    assert len(summary_values(run_dir, "text")) == 1  # the report itself
+    assert len(summary_values(run_dir, "custom_scalars")) == 1  # the layout
 
 
 def test_two_monitors_writing_to_one_folder_lose_nothing(tmp_path):

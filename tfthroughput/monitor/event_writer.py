@@ -132,10 +132,12 @@ class EventWriter:
         *,
         create_file: Callable[[str], BinaryIO] = create_new_file,
         close_timeout: float = CLOSE_TIMEOUT_SECONDS,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
         self.run_dir = run_dir
-        self._wall_clock = wall_clock
+        # Looked up now, not when this module was imported: the wall clock in force when the
+        # run starts names its files, as it names those of every other writer in the folder.
+        self._wall_clock = time.time if wall_clock is None else wall_clock
         self._create_file = create_file
         self._close_timeout = close_timeout
         try:
