@@ -24,6 +24,7 @@ from loopback_cluster import run_cluster
 
 from tfthroughput import MonitoringWarning
 from tfthroughput.monitor.cluster_exchange import ClusterExchange, all_gather_rows
+from tfthroughput.monitor.cluster_summary import STRAGGLER_MIN_LEAD
 from tfthroughput.monitor.strategy import Placement
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,24 +197,29 @@ def test_two_workers_exchange_summaries_and_the_chief_names_the_straggler(cluste
     assert cluster["worker_1/gpus"] == [(e, 0.0) for e in epochs]  # no NVML, still taking part
     assert cluster["worker_0/gpu_utilization_percent"] == [(e, 40.0) for e in epochs]
     assert "worker_1/gpu_utilization_percent" not in cluster
-    # Both workers' epoch times, equal to a small fraction: every step waits for both.
-    for (_, mine), (_, theirs) in zip(
-        cluster["worker_0/epoch_seconds"], cluster["worker_1/epoch_seconds"], strict=True
-    ):
-        assert mine == pytest.approx(theirs, rel=0.1)
-    assert dict(cluster["worker_0/epoch_seconds"]) == pytest.approx(dict(chief["epoch/seconds"]))
-    # The sleeping worker is named, with how much busier its input kept it than the chief
-    # kept itself (the chief's busy share is its CPU share: no GPM, no Python input).
+    # What each worker measured of itself reaches the chief unchanged: its epoch time, its
+    # process's CPU share and its input's Python share, as its own run logged them.
+    cores = len(os.sched_getaffinity(0))  # what each worker's exchange divides CPU time by
+    for name, run in (("worker_0", chief), ("worker_1", other)):
+        assert dict(cluster[f"{name}/epoch_seconds"]) == pytest.approx(dict(run["epoch/seconds"]))
+        cpu_share = {e: v / cores for e, v in run["host/process_cpu_percent/mean"]}
+        assert dict(cluster[f"{name}/process_cpu_share_percent"]) == pytest.approx(cpu_share)
+    assert dict(cluster["worker_1/input_python_percent"]) == pytest.approx(
+        dict(other["input/python_percent/mean"])
+    )
+    # Each worker's busy share: its input's Python share where its input runs Python (the
+    # sleeping worker), else its CPU share (the chief: no GPM, no Python input). The straggler
+    # is the busier, where it leads the other by STRAGGLER_MIN_LEAD points (the rule itself is
+    # checked on known rows in test_cluster_summary.py; here, on what the workers measured).
     assert cluster["worker_0/input_python_percent"] == [(e, 0.0) for e in epochs]
     assert cluster["worker_0/busy_percent"] == cluster["worker_0/process_cpu_share_percent"]
-    assert cluster["straggler/rank"] == [(e, 1.0) for e in epochs]
+    assert cluster["worker_1/busy_percent"] == cluster["worker_1/input_python_percent"]
     for epoch in epochs:
-        python = dict(cluster["worker_1/input_python_percent"])[epoch]
-        assert dict(cluster["worker_1/busy_percent"])[epoch] == python
-        assert dict(cluster["straggler/lead_percent"])[epoch] == pytest.approx(
-            python - dict(cluster["worker_0/busy_percent"])[epoch]
-        )
-        assert dict(cluster["straggler/lead_percent"])[epoch] >= 10.0
+        busy = [dict(cluster[f"worker_{rank}/busy_percent"])[epoch] for rank in (0, 1)]
+        lead = max(busy) - min(busy)
+        named = busy.index(max(busy)) if lead >= STRAGGLER_MIN_LEAD else -1
+        assert dict(cluster["straggler/rank"])[epoch] == named
+        assert dict(cluster["straggler/lead_percent"])[epoch] == pytest.approx(lead)
     exchange = [seconds for _, seconds in cluster["cluster/exchange_seconds"]]
     assert len(exchange) == EPOCHS and all(0 < seconds < 30 for seconds in exchange)  # no hang
 
