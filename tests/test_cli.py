@@ -319,7 +319,7 @@ def test_a_failure_while_training_is_one_line_and_verbose_gives_the_traceback(tm
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
     process = interruptible_popen(
-        [sys.executable, "-m", "tfthroughput.cli", "demo", "--images", "600", "--epochs", "50"]
+        [sys.executable, "-m", "tfthroughput.cli", "demo", "--images", "96", "--epochs", "50"]
         + ["--log-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
