@@ -132,8 +132,8 @@ def keras_array_dataset(arrays: Arrays, batch_size: int, *, full_batches: bool =
             Defaults to ``False``.
 
     Returns:
-        A finite ``tf.data.Dataset`` of ``(x, y)`` batches (``(x,)`` when unlabeled, which
-        ``fit`` and ``predict`` unpack as they do for arrays), in order.
+        A finite ``tf.data.Dataset`` of ``(x, y)`` batches (``x`` alone when unlabeled), in
+        order.
     """
     from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
 
