@@ -158,8 +158,9 @@ def find_batch_size(
 
     Raises:
         TypeError: If an argument has the wrong type, or ``data`` returns no Dataset.
-        ValueError: If a number is out of range, ``min_batch_size > max_batch_size``, or
-            ``build_model``/``data`` are missing without a ``trial``.
+        ValueError: If a number is out of range, ``min_batch_size > max_batch_size`` (or the
+            examples in arrays), arrays differ in length, or ``build_model``/``data`` are
+            missing without a ``trial``.
         RuntimeError: If even ``min_batch_size`` does not fit.
 
     Example:
