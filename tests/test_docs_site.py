@@ -157,6 +157,58 @@ def test_the_paragraph_after_the_api_table_is_a_paragraph(site):
     )
 
 
+class _Descriptions(HTMLParser):
+    """The text of every description mkdocstrings renders in a table (its
+    ``doc-md-description`` blocks: members' summaries, arguments, returns, raises)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self._depth = 0  # open divs inside the description being read; 0: none being read
+
+    def handle_starttag(self, tag, attrs):
+        if tag != "div":
+            return
+        if self._depth:
+            self._depth += 1
+        elif "doc-md-description" in (dict(attrs).get("class") or "").split():
+            self._depth = 1
+            self.texts.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.texts[-1] = " ".join(self.texts[-1].split())
+
+    def handle_data(self, data):
+        if self._depth:
+            self.texts[-1] += data
+
+
+def test_no_description_on_an_api_page_ends_mid_sentence(site):
+    """mkdocstrings' member summaries take a docstring's first line, and a Returns section
+    read as several items made each wrapped line a row: both cut sentences."""
+    cut = []
+    for page in sorted((site / "api").glob("*/index.html")):  # the subpackages' pages
+        descriptions = _Descriptions()
+        descriptions.feed(page.read_text())
+        assert descriptions.texts, page
+        cut += [(page.parent.name, text) for text in descriptions.texts if text[-1:] not in ".):"]
+    assert cut == []
+
+
+def test_docstring_examples_render_as_code_on_the_api_pages(site):
+    """A Google-style ``Example:`` section is code: read as Markdown, ``>>>`` became three
+    nested quotes and a ``# comment`` line a heading in the table of contents."""
+    for page in sorted((site / "api").glob("*/index.html")):
+        html = page.read_text()
+        assert "<blockquote>" not in html, page.parent.name
+        assert "# doctest:" not in html, page.parent.name
+    diagnosis = (site / "api" / "diagnosis" / "index.html").read_text()
+    assert '<span class="gp">&gt;&gt;&gt; </span><span class="n">report</span>' in diagnosis
+
+
 @pytest.mark.parametrize(
     ("summary", "whole"),
     [
