@@ -8,7 +8,7 @@
   exactly what each ``__all__`` exports, in the same order. A class built on a base from a
   private module (``tuning/_result_base.py``) lists that base's members as its own.
 - A line ``::: names tfthroughput`` becomes a table of the package's top-level names, each
-  linked to its entry and described by its docstring's first line.
+  linked to its entry and described by its docstring's summary (its first paragraph).
 - The docstrings' Sphinx roles (:func:`x`, :class:`x`, ...) show as code, without the role.
 """
 
@@ -18,9 +18,11 @@ import ast
 import re
 from pathlib import Path
 
-_MARKED_FENCE = re.compile(r"^(\s*```python) (?:fragment|no-tensorflow)\s*$", re.M)
-_FACE_LINE = re.compile(r"^::: face (tfthroughput(?:\.\w+)*)\s*$", re.M)
-_NAMES_LINE = re.compile(r"^::: names (tfthroughput(?:\.\w+)*)\s*$", re.M)
+# Trailing blanks are matched with [ \t]*, never \s*: \s* also eats the newlines of the blank
+# lines after the marker, and a table that runs into the next line swallows that paragraph.
+_MARKED_FENCE = re.compile(r"^([ \t]*```python) (?:fragment|no-tensorflow)[ \t]*$", re.M)
+_FACE_LINE = re.compile(r"^::: face (tfthroughput(?:\.\w+)*)[ \t]*$", re.M)
+_NAMES_LINE = re.compile(r"^::: names (tfthroughput(?:\.\w+)*)[ \t]*$", re.M)
 _ROOT = Path(__file__).resolve().parents[1]
 _ROLE_IN_HTML = re.compile(r":(?:func|class|meth|mod|data|attr|obj|exc):<code>~?")
 _ROLE_IN_TEXT = re.compile(r":(?:func|class|meth|mod|data|attr|obj|exc):`~?([^`]+)`")
@@ -38,12 +40,14 @@ def face_exports(face: str) -> dict[str, str]:
 
 
 def summary_line(module: str, name: str) -> str:
-    """The first line of ``name``'s docstring in ``module``, read from the source."""
+    """The summary of ``name``'s docstring in ``module``, read from the source: its first
+    paragraph (Google style), which may wrap over several lines, joined into one."""
     path = _ROOT.joinpath(*module.split(".")).with_suffix(".py")
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name == name:
-            line = (ast.get_docstring(node) or "").strip().splitlines()[0]
-            return _ROLE_IN_TEXT.sub(r"`\1`", line)
+            paragraph = (ast.get_docstring(node) or "").strip().split("\n\n")[0]
+            summary = _ROLE_IN_TEXT.sub(r"`\1`", " ".join(paragraph.split()))
+            return summary.replace("|", r"\|")  # a bar would end the table cell
     raise ValueError(f"{module} defines no {name}")
 
 

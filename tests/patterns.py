@@ -1,4 +1,4 @@
-"""Eight training patterns shaped like the public Keras examples, written for this suite (tiny,
+"""Nine training patterns shaped like the public Keras examples, written for this suite (tiny,
 no network): each gives a model builder, its training and validation data, and what one epoch
 trains. tests/test_patterns.py runs each through GPUMonitor, lint_pipeline, diagnose and tune.
 """
@@ -6,7 +6,7 @@ trains. tests/test_patterns.py runs each through GPUMonitor, lint_pipeline, diag
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
@@ -29,6 +29,7 @@ class Pattern:
         batch_size: Examples per (full) batch.
         policy: The global dtype policy it runs under.
         lint_rules: What lint_pipeline finds in a tf.data input.
+        fit_kwargs: More arguments of the monitored ``fit`` (``class_weight``).
     """
 
     build: Callable[[], keras.Model]
@@ -38,10 +39,33 @@ class Pattern:
     batch_size: int = BATCH
     policy: str = "float32"
     lint_rules: tuple[str, ...] = ()
+    fit_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_tf_data(self) -> bool:
         return isinstance(self.train, tf.data.Dataset)
+
+    @property
+    def is_arrays(self) -> bool:
+        """Whether ``train`` is NumPy arrays ``(x, y)``, fed with ``batch_size``."""
+        return isinstance(self.train, tuple)
+
+    def fit_arguments(self) -> dict[str, Any]:
+        """What ``fit`` gets for training: ``x``, ``y`` and ``batch_size`` for arrays."""
+        if self.is_arrays:
+            x, y = self.train
+            return {"x": x, "y": y, "batch_size": self.batch_size, **self.fit_kwargs}
+        return {"x": self.train, **self.fit_kwargs}
+
+    def diagnose_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``diagnose``'s data: ``(x, y)`` with ``batch_size`` for arrays, else the data."""
+        if self.is_arrays:
+            return self.train, {"batch_size": self.batch_size}
+        return (self.train,), {}
+
+    def tune_arguments(self) -> dict[str, Any]:
+        """``tune``'s data: ``data`` (with ``batch_size`` for arrays)."""
+        return {"data": self.train, **({"batch_size": self.batch_size} if self.is_arrays else {})}
 
 
 def _rng():
@@ -230,6 +254,19 @@ def mixed_bfloat16() -> Pattern:
     return Pattern(build, train, val, 64, policy="mixed_bfloat16")
 
 
+def arrays() -> Pattern:
+    """NumPy arrays, ``fit(x, y, batch_size=16)``, as most tutorials and first models train."""
+    x = _rng().normal(size=(96, 8)).astype("float32")
+    y = x[:, :1] * 0.5
+
+    def build():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        model.compile("adam", "mse")
+        return model
+
+    return Pattern(build, (x[:64], y[:64]), (x[64:], y[64:]), 64)
+
+
 PATTERNS = {
     "images": images,
     "text": text,
@@ -239,4 +276,5 @@ PATTERNS = {
     "py_dataset": py_dataset,
     "from_generator": from_generator,
     "mixed_bfloat16": mixed_bfloat16,
+    "arrays": arrays,
 }

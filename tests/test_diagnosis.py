@@ -359,7 +359,9 @@ def test_argument_guards():
     with pytest.raises(ValueError, match="`model` must be compiled"):
         diagnose(uncompiled, dataset)
     with pytest.raises(
-        TypeError, match=r"`dataset` must be a tf.data.Dataset. Received: dataset=\["
+        TypeError,
+        match=r"`dataset` must be a tf.data.Dataset, a keras.utils.PyDataset, or NumPy arrays "
+        r"\(x, with the targets as `y`\). Received: dataset=\[",
     ):
         diagnose(model, [1, 2])
     with pytest.raises(ValueError, match="`steps` must be a positive int. Received: steps=0"):

@@ -171,6 +171,8 @@ PINNED = {
     "diagnose": (
         "model",
         "dataset",
+        "y",
+        "batch_size",
         "steps",
         "repeats",
         "thresholds",

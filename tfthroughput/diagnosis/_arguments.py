@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from tfthroughput._validation import (
     check_callable,
-    check_dataset,
     check_model,
     check_positive_int,
 )
@@ -80,7 +79,12 @@ def check_diagnosis_arguments(
     """Check ``diagnose``'s arguments in the order they are listed; ``compiled``: the model
     must be compiled (training), else only a ``keras.Model`` (inference)."""
     check_model(model, compiled=compiled)
-    check_dataset("dataset", dataset)
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            "`dataset` must be a tf.data.Dataset, a keras.utils.PyDataset, or NumPy arrays "
+            "(x, with the targets as `y`). "
+            f"Received: dataset={dataset!r} of type {type(dataset).__name__}"
+        )
     check_positive_int("steps", steps)
     check_positive_int("repeats", repeats)
     thresholds = DiagnosisThresholds() if thresholds is None else thresholds

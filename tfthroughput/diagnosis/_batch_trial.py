@@ -16,12 +16,32 @@ import keras
 import tensorflow as tf
 
 from tfthroughput._validation import check_callable, check_model, check_positive_int
+from tfthroughput.data.keras_arrays import Arrays, as_arrays, is_arrays, keras_array_dataset
 from tfthroughput.data.keras_inputs import EndlessPyDataset, is_py_dataset
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, rss
 
 
+def training_arrays(data: object) -> Arrays | None:
+    """``data`` as arrays, checked and made tensors once, when it is arrays: ``(x, y)``, or
+    ``x`` alone (an array or a dict of them) as ``fit(x)`` takes it; else ``None``."""
+    if isinstance(data, tuple) and len(data) == 2 and is_arrays(data[0]):
+        if data[1] is None or is_arrays(data[1]):
+            return as_arrays(data[0], data[1], x_name="data[0]", y_name="data[1]")
+    if is_arrays(data) and not isinstance(data, (tuple, list)):
+        return as_arrays(data, x_name="data")
+    return None
+
+
 def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
+    if isinstance(data, Arrays):
+
+        def make(batch_size: int) -> tf.data.Dataset:
+            # Keras's pipeline over the arrays, as fit feeds them, full batches only: every
+            # timed step holds batch_size examples. Each reads the same tensors (no copy).
+            return keras_array_dataset(data, batch_size, full_batches=True).repeat()
+
+        return make
     if isinstance(data, tf.data.Dataset):
 
         def make(batch_size: int) -> tf.data.Dataset:
@@ -50,8 +70,9 @@ def _dataset_maker(data: object) -> Callable[[int], tf.data.Dataset]:
 
         return make
     raise TypeError(
-        "`data` must be a callable (batch_size -> tf.data.Dataset or keras.utils.PyDataset) or "
-        f"an unbatched tf.data.Dataset. Received: data={data!r} of type {type(data).__name__}"
+        "`data` must be a callable (batch_size -> tf.data.Dataset or keras.utils.PyDataset), "
+        "an unbatched tf.data.Dataset, or NumPy arrays (x, y), or x alone. "
+        f"Received: data={data!r} of type {type(data).__name__}"
     )
 
 

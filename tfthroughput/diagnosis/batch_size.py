@@ -15,6 +15,7 @@ from tfthroughput.diagnosis._batch_trial import (
     _DoesNotFit,
     _Measured,
     _trial_runner,
+    training_arrays,
 )
 from tfthroughput.diagnosis.trial_memory import to_mib
 
@@ -157,8 +158,9 @@ def find_batch_size(
 
     Raises:
         TypeError: If an argument has the wrong type, or ``data`` returns no Dataset.
-        ValueError: If a number is out of range, ``min_batch_size > max_batch_size``, or
-            ``build_model``/``data`` are missing without a ``trial``.
+        ValueError: If a number is out of range, ``min_batch_size > max_batch_size`` (or the
+            examples in arrays), arrays differ in length, or ``build_model``/``data`` are
+            missing without a ``trial``.
         RuntimeError: If even ``min_batch_size`` does not fit.
 
     Example:
@@ -168,12 +170,28 @@ def find_batch_size(
     _check_search_arguments(
         min_batch_size, max_batch_size, steps, max_trials, memory_limit_mib, clock
     )
-    run_trial = _trial_runner(build_model, data, trial, steps, memory_limit_mib, clock)
+    arrays = None if trial is not None else training_arrays(data)
+    if arrays is not None:  # a batch holds at most every example
+        max_batch_size = _within_examples(min_batch_size, max_batch_size, arrays.examples)
+    run_trial = _trial_runner(
+        build_model, data if arrays is None else arrays, trial, steps, memory_limit_mib, clock
+    )
     try:
         return _search(run_trial, min_batch_size, max_batch_size, max_trials)
     finally:
         if trial is None:  # nothing of the default trials stays allocated
             keras.backend.clear_session()
+
+
+def _within_examples(min_batch_size: int, max_batch_size: int, examples: int) -> int:
+    """The largest batch size arrays of ``examples`` can fill (``ValueError`` if even
+    ``min_batch_size`` is more)."""
+    if min_batch_size > examples:
+        raise ValueError(
+            f"`min_batch_size` must not exceed the {examples} examples in `data`. "
+            f"Received: min_batch_size={min_batch_size}"
+        )
+    return min(max_batch_size, examples)
 
 
 def _try(trial: Trial, batch_size: int) -> BatchSizeTrial:

@@ -11,18 +11,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput.data.keras_inputs import (
-    check_not_one_pass,
-    is_py_dataset,
-    keras_dataset,
-    made_from_py_dataset,
-    py_dataset_workers,
-)
 from tfthroughput.diagnosis._arguments import (
     DiagnosisArguments,
     check_diagnosis_arguments,
     probe_readings,
 )
+from tfthroughput.diagnosis._inputs import input_advice, measured_input
 from tfthroughput.diagnosis._measurement import (
     Datasets,
     Decision,
@@ -37,7 +31,6 @@ from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.augmentation_advice import device_augmentation_advice
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
-from tfthroughput.diagnosis.py_dataset_advice import for_py_dataset
 from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.training_recommendations import recommendations
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
@@ -48,8 +41,10 @@ UtilizationProbe = Callable[[], AbstractContextManager[Callable[[], "float | Non
 
 def diagnose(
     model: keras.Model,
-    dataset: tf.data.Dataset,
+    dataset: Any,
+    y: Any = None,
     *,
+    batch_size: int | None = None,
     steps: int = 20,
     repeats: int = 3,
     thresholds: DiagnosisThresholds | None = None,
@@ -67,15 +62,17 @@ def diagnose(
     is ``max(0, 1 - fit_rate / compute_rate)``; the verdict follows ``thresholds``. The
     recommendations account for what the pipeline already does (its lint, and its slowest
     stage where the input is the limit) and for the hardware (:func:`recommend_precision`).
-    Every variable of the model, its optimizer and its metrics, and ``model.history``, is put
-    back afterwards, also when a measurement fails. The docs' page "Know" tells more.
+    The model's variables and ``model.history`` are put back afterwards (page "Know").
 
     Args:
         model: A compiled Keras 3 model, trained as ``fit`` would train it.
-        dataset: The ``tf.data.Dataset`` of batches ``fit`` would get (global batches under
-            a strategy; ``x`` alone for a model with its own ``train_step``), or a
-            ``keras.utils.PyDataset``, read through Keras's data adapter with its workers
-            (stopped at the end); repeated as needed; at least one batch.
+        dataset: What ``fit`` would get, at least one batch, repeated as needed: a
+            ``tf.data.Dataset`` of batches (global under a strategy; ``x`` alone for a model
+            with its own ``train_step``); a ``keras.utils.PyDataset`` (its workers stopped at
+            the end); or NumPy arrays ``x`` (an array, or a tuple, list or dict of them).
+            A PyDataset and arrays are read through Keras's data adapter, as ``fit`` reads them.
+        y: The targets when ``dataset`` is arrays. Defaults to ``None``: unlabeled.
+        batch_size: Examples per batch of arrays. Defaults to ``None``: 32, as ``fit``.
         steps: Batches (a) or training steps (b, c) timed per repeat. Defaults to ``20``.
         repeats: Timed repeats of each measurement (the median is kept). Defaults to ``3``.
         thresholds: Verdict thresholds. Defaults to ``None``: ``DiagnosisThresholds()``.
@@ -95,8 +92,9 @@ def diagnose(
 
     Raises:
         TypeError: If an argument has the wrong type, or the probe's reading is no number.
-        ValueError: If the model is not compiled, ``steps``/``repeats`` are not positive,
-            ``mode`` is unknown, the dataset yields nothing, or a reading is outside 0..100.
+        ValueError: If the model is not compiled, a number is not positive, ``mode`` is
+            unknown, the dataset yields nothing, arrays differ in length or have no first
+            axis, ``y`` or ``batch_size`` come with a dataset, or a reading is outside 0..100.
 
     Example:
         >>> report = tfthroughput.diagnose(model, train_ds, steps=50)  # doctest: +SKIP
@@ -105,25 +103,19 @@ def diagnose(
     """
     if mode not in (TRAINING, INFERENCE):
         raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
-    if is_py_dataset(dataset):  # timed as fit reads it: through Keras's adapter, its workers
-        with keras_dataset(dataset) as made:
-            return diagnose(
-                model, made, steps=steps, repeats=repeats, thresholds=thresholds,
-                utilization_probe=utilization_probe, clock=clock, precision=precision, mode=mode,
-            )  # fmt: skip
-    check_not_one_pass("dataset", dataset)
-    arguments = check_diagnosis_arguments(
-        model, dataset, steps, repeats, thresholds, utilization_probe, clock, precision,
-        compiled=mode == TRAINING,
-    )  # fmt: skip
-    if mode == INFERENCE:
-        from tfthroughput.diagnosis.inference_diagnosis import _diagnose_checked
+    with measured_input(dataset, y, batch_size) as measured:
+        arguments = check_diagnosis_arguments(
+            model, measured, steps, repeats, thresholds, utilization_probe, clock, precision,
+            compiled=mode == TRAINING,
+        )  # fmt: skip
+        if mode == INFERENCE:
+            from tfthroughput.diagnosis.inference_diagnosis import _diagnose_checked
 
-        return _diagnose_checked(arguments)
-    datasets = prepare_datasets(dataset, steps)
-    measured = _measure(arguments, datasets)
-    decision = decide(arguments, measured, datasets.repeated)
-    return _report(arguments, datasets.batch_size, measured, decision)
+            return _diagnose_checked(arguments)
+        datasets = prepare_datasets(measured, steps)
+        measurement = _measure(arguments, datasets)
+        decision = decide(arguments, measurement, datasets.repeated)
+        return _report(arguments, datasets.batch_size, measurement, decision)
 
 
 def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
@@ -169,8 +161,8 @@ def _report(
         precision=arguments.precision,
         sm_activity=measured.sm_activity,
     ) + _moved_augmentation(arguments, measured, decision)
-    if made_from_py_dataset(arguments.dataset):  # advice about its workers, not tf.data stages
-        advice = tuple(for_py_dataset(advice, py_dataset_workers(arguments.dataset)))
+    # A PyDataset's or arrays' advice is about them, not about tf.data stages.
+    advice = input_advice(advice, arguments.dataset)
     return DiagnosisReport(
         batch_size=batch_size,
         steps=arguments.steps,
