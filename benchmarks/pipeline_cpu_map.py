@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -157,6 +158,13 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--variants", default="", help="comma-separated names (default: all)")
     parser.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        help="start this many processes that each keep one core busy, to show what another "
+        "program on the machine does to the pipelines (every epoch is then counted)",
+    )
+    parser.add_argument(
         "--max-others",
         type=float,
         default=0.1,
@@ -164,6 +172,14 @@ def main(argv=None) -> None:
         "(default: %(default)s)",
     )
     args = parser.parse_args(argv)
+    # Another program: its own session, so the scheduler shares the cores between it and this
+    # process as it would between two programs a user started (autogroups), not thread by thread.
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(args.hog)
+    ]
+    if hogs:
+        args.max_others = float("inf")
     makers = variants()
     if args.variants:
         makers = {name: makers[name] for name in args.variants.split(",")}
@@ -190,7 +206,9 @@ def main(argv=None) -> None:
             rates[name].append(rate)
             cores[name].append(busy)
             settings[name][tuned] += 1
-    print(f"\nload average {os.getloadavg()[0]:.2f}")
+    for hog in hogs:
+        hog.kill()
+    print(f"\nload average {os.getloadavg()[0]:.2f}" + (f"; {args.hog} hog(s) ran" if hogs else ""))
     sequential = statistics.median(rates["sequential"]) if "sequential" in rates else None
     for name in makers:
         values = sorted(cores[name])
