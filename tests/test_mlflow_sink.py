@@ -23,11 +23,13 @@ import numpy as np
 import pytest
 from events import read_scalars
 from fits import STEPS_PER_EPOCH, EpochDial, fake_gpus, fit, tiny_model
+from mlflow.entities import Metric
 from mlflow_server import MLflowServer
 from monitored_runs import DIAGNOSIS
 
 from tfthroughput import GPUMonitor, MonitoringWarning
 from tfthroughput.sinks import MLflowSink, log_report, mlflow_metric_name
+from tfthroughput.sinks._mlflow_sender import MetricSender
 
 # Launched at collection, so that it starts while the tests before this module run.
 _SERVER = MLflowServer(Path(tempfile.mkdtemp(prefix="mlflow-server-")))
@@ -186,6 +188,50 @@ def test_the_end_of_fit_does_not_wait_for_a_silent_server(tmp_path, monkeypatch)
     ]
     silent.close()  # the client's call fails at once, its thread ends
     _wait_for_senders()
+
+
+@pytest.mark.parametrize("late_answer", ["refused", "accepted"])
+def test_a_send_under_way_when_waiting_gives_up_counts_as_not_sent(monkeypatch, late_answer):
+    # Every metric is inside the one log_batch call under way (the thread took them all before
+    # the fit ended), the case a loaded machine makes common: giving up must still count and
+    # warn about them, once, and an answer that comes afterwards settles the count.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    silent = socket.create_server(("127.0.0.1", 0))
+    silent.settimeout(20)
+    sender = MetricSender(
+        mlflow.MlflowClient(f"http://127.0.0.1:{silent.getsockname()[1]}"),
+        "0" * 32,
+        flush_interval=0.01,
+        close_timeout=20,
+    )
+    sender.add([Metric(f"m{i}", float(i), 0, 1) for i in range(7)])
+    connection, _ = silent.accept()  # the call is under way, holding all seven
+    sender.finish()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not sender.wait(timeout=0.05)
+        assert not sender.wait(timeout=0.05)  # asked twice, counted once
+    assert sender.dropped == 7
+    assert [str(w.message) for w in caught] == [
+        "MLflowSink could not log to run 00000000000000000000000000000000 (the tracking "
+        "server took longer than 0.05 s; 7 not sent). Training goes on; the monitor's metrics "
+        "for MLflow are dropped from here on (TensorBoard's event files still hold them). "
+        "Warned once."
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if late_answer == "accepted":
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
+            )
+        connection.close()
+        assert sender.wait(timeout=20)
+    assert sender.dropped == (0 if late_answer == "accepted" else 7)
+    assert caught == []  # the late failure is not warned about again
+    silent.close()
 
 
 def _wait_for_senders() -> None:

@@ -52,6 +52,7 @@ class MetricSender:
         self.run_id = run_id
         self.close_timeout = close_timeout
         self.dropped = 0
+        self._in_flight = 0  # metrics of the log_batch call under way
         self._flush_interval = flush_interval
         self._queue: deque = deque()
         self._lock = threading.Lock()
@@ -82,9 +83,11 @@ class MetricSender:
         if not self._thread.is_alive():
             return True
         with self._lock:
-            left = len(self._queue)
+            # The call under way is counted too: its metrics are not known to be sent. Should
+            # it succeed after all, the thread takes them off the count (_settle_call).
+            left = len(self._queue) + (0 if self._failed else self._in_flight)
             self._queue.clear()
-            self._failed = True  # a call still in flight drops its batch when it returns
+            self._failed = True
             self.dropped += left
         if left:
             self.warn_once(f"the tracking server took longer than {limit:g} s; {left} not sent")
@@ -127,15 +130,25 @@ class MetricSender:
                     self._queue.popleft()
                     for _ in range(min(len(self._queue), MAX_METRICS_PER_CALL))
                 ]
+                self._in_flight = len(batch)
             try:
                 self.client.log_batch(self.run_id, metrics=batch)
             except Exception as error:  # noqa: BLE001 - the server's fault must not stop training
-                with self._lock:
-                    self._failed = True
-                    self.dropped += len(batch) + len(self._queue)
-                    self._queue.clear()
+                self._settle_call(sent=False)
                 self.warn_once(f"{type(error).__name__}: {first_line(error)}")
                 return
+            self._settle_call(sent=True)
+
+    def _settle_call(self, *, sent: bool) -> None:
+        with self._lock:
+            abandoned = self._failed  # wait() gave up on this call and counted it dropped
+            if sent and abandoned:
+                self.dropped -= self._in_flight
+            elif not sent and not abandoned:
+                self._failed = True
+                self.dropped += self._in_flight + len(self._queue)
+                self._queue.clear()
+            self._in_flight = 0
 
 
 @atexit.register
