@@ -18,7 +18,6 @@ replaced whole per batch, so that one read sees a consistent count
 from __future__ import annotations
 
 import threading
-import weakref
 
 import tensorflow as tf
 
@@ -26,8 +25,8 @@ from tfthroughput._validation import first_array
 
 
 class GraphCount:
-    """The counter of one ``fit``'s input pipeline; :meth:`detach` puts Keras's own
-    distributed dataset back.
+    """The counter of one ``fit``'s input pipeline. It holds nothing of the ``fit``'s data:
+    the counting pipeline lives and goes with the ``fit``'s epoch iterator.
 
     Args:
         recent: Batch sizes kept (see :data:`~tfthroughput.monitor.example_count.RECENT`).
@@ -36,7 +35,6 @@ class GraphCount:
     def __init__(self, recent: int) -> None:
         self.state = _host_variable(2 + recent)
         self._recent = recent
-        self._restore: tuple[weakref.ref, object] | None = None
 
     @classmethod
     def attach(cls, epoch_iterator: object, recent: int) -> GraphCount | None:
@@ -51,9 +49,7 @@ class GraphCount:
             return None
         count = cls(recent)
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
-        own = epoch_iterator._distributed_dataset
         epoch_iterator._distributed_dataset = counted
-        count._restore = (weakref.ref(epoch_iterator), own)
         return count
 
     def counting(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -80,11 +76,7 @@ class GraphCount:
         return values[0], values[1], tuple(values[2:])
 
     def detach(self) -> None:
-        restore, self._restore = self._restore, None
-        if restore is not None:
-            iterator = restore[0]()
-            if iterator is not None:
-                iterator._distributed_dataset = restore[1]
+        """Nothing to put back: the ``fit``'s epoch iterator, with the pipeline, is its own."""
 
 
 def _after_count(value):
