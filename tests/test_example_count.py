@@ -204,3 +204,30 @@ def test_a_mirrored_strategy_global_batch(fake_nvml_dir, tmp_path):
     )
     assert out == {"replicas": 2, "warned": []}
     _assert_exact(tmp_path)
+
+
+def test_validation_evaluate_and_predict_count_their_short_last_batch(tmp_path):
+    x, y = _arrays()
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, update_freq=4, sources=fake_gpus(dial))
+    model = _model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=2,
+            validation_data=(x, y),
+            validation_batch_size=BATCH,
+            callbacks=[dial, monitor],
+            verbose=0,
+        )
+        model.evaluate(x, y, batch_size=BATCH, callbacks=[monitor], verbose=0)
+        model.predict(x, batch_size=BATCH, callbacks=[monitor], verbose=0)
+    assert [w for w in caught if issubclass(w.category, MonitoringWarning)] == []
+    run = tmp_path / "hardware"
+    assert _counted(run, "validation") == pytest.approx(WHOLE_EPOCH, rel=1e-6)
+    assert _counted(run / "evaluate", "evaluate") == pytest.approx([EXAMPLES], rel=1e-6)
+    assert _counted(run / "evaluate", "evaluate/window") == pytest.approx([64, 36], rel=1e-6)
+    assert _counted(run / "predict", "predict") == pytest.approx([EXAMPLES], rel=1e-6)

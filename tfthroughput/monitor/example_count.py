@@ -105,7 +105,9 @@ class HostCount:
     def __init__(self, epoch_iterator: object) -> None:
         self.tally = ExampleTally()
         self._iterator = weakref.ref(epoch_iterator)
-        original = epoch_iterator._get_iterator
+        # The class's own method: a cached iterator (an epoch's validation) is counted anew
+        # each time, never through an earlier count's wrapper.
+        original = type(epoch_iterator)._get_iterator.__get__(epoch_iterator)
         add = self.tally.add
 
         def counted_iterator() -> Iterator:
@@ -126,10 +128,11 @@ class HostCount:
             vars(iterator).pop("_get_iterator", None)  # the class's method shows through
 
 
-def attach_to_fit() -> ExampleCount | None:
-    """A count of the batches of the Keras ``fit`` on the calling thread's stack (before its
-    first epoch's iterator is made), or ``None`` where none can be kept."""
-    epoch_iterator = fit_locals("epoch_iterator").get("epoch_iterator")
+def attach_to_fit(method: str = "fit") -> ExampleCount | None:
+    """A count of the batches of the Keras ``fit`` (or ``method``: ``"evaluate"``, an epoch's
+    validation too, or ``"predict"``) on the calling thread's stack, before the call's first
+    iterator is made; ``None`` where none can be kept."""
+    epoch_iterator = fit_locals("epoch_iterator", method=method).get("epoch_iterator")
     if epoch_iterator is None or getattr(epoch_iterator, "_current_iterator", None) is not None:
         return None
     try:
@@ -144,6 +147,18 @@ def attach_to_fit() -> ExampleCount | None:
     except Exception:  # noqa: BLE001 - an input that cannot be counted still trains
         return None
     return None
+
+
+def mean_through(snapshot: Callable[[], Snapshot] | None, batches: int | None) -> float | None:
+    """Mean examples per batch of the first ``batches`` counted (all of a validation or of an
+    ``evaluate`` call, read at its end), or ``None`` where that cannot be told."""
+    if snapshot is None or not batches:
+        return None
+    try:
+        examples = examples_through(snapshot(), batches)
+    except Exception:  # noqa: BLE001 - a count that cannot be read leaves the figure out
+        return None
+    return None if not examples else examples / batches
 
 
 class StepExamples:

@@ -86,7 +86,8 @@ class GPUMonitor(MonitorLifecycle):
     sync (a last stage of the ``tf.data`` pipeline Keras feeds the step under TensorFlow; the
     batches' shapes on the host under JAX and PyTorch): ``examples_per_second`` x ``seconds``
     is the examples an epoch or window trained, a short last batch counted for what it holds
-    (:mod:`tfthroughput.monitor.example_count`).
+    (:mod:`tfthroughput.monitor.example_count`); validation, ``evaluate`` and ``predict``
+    batches likewise.
 
     Under a ``tf.distribute`` strategy (model built in ``strategy.scope()``) it samples every
     GPU of the process, so every local replica's, and counts examples with the global batch.
@@ -240,6 +241,7 @@ class GPUMonitor(MonitorLifecycle):
             # training part's time covers their execution.
             step = optimizer_steps(self.model)
             if training.begin_validation(step, call_batch_size("evaluate", self.batch_size)):
+                training.validation.count = self._call_count("evaluate")
                 return
         self._begin_call("evaluate")
 

@@ -21,7 +21,7 @@ from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.event_writer import create_new_file
-from tfthroughput.monitor.example_count import attach_to_fit
+from tfthroughput.monitor.example_count import Snapshot, attach_to_fit
 from tfthroughput.monitor.execution_check import warn_partial_execution
 from tfthroughput.monitor.fit_watch import find_fit, fit_locals
 from tfthroughput.monitor.inference_calls import InferenceCalls
@@ -79,12 +79,13 @@ class MonitorLifecycle(keras.callbacks.Callback):
         fit_call = find_fit()
         if fit_call is None and not self._entered:
             warnings.warn(_NO_FIT_WARNING, MonitoringWarning, stacklevel=3)
+        batch_size = self._input_batch_size(fit_call, placement.multi_worker)  # count too
         training = start_run(
             self._run_settings(),
             self.run_dir,
             fit_call,
-            batch_size=self._input_batch_size(fit_call, placement.multi_worker),
-            count=self._example_count,
+            batch_size=batch_size,
+            count=None if self._example_count is None else self._example_count.snapshot,
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -135,6 +136,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
     def _begin_call(self, phase: str) -> None:
         """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
         call = find_fit(phase)
+        count = self._call_count(phase)
         self._calls.begin(
             phase,
             lambda: start_run(
@@ -142,12 +144,21 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 os.path.join(self.run_dir, phase),
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
+                count=count,
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
             ),
             self.params.get("steps") if self.params else None,
         )
+
+    def _call_count(self, phase: str) -> Callable[[], Snapshot] | None:
+        """Reads the count of the examples of the ``evaluate`` (an epoch's validation too) or
+        ``predict`` call on the stack, where one can be kept and no ``batch_size`` was given.
+        Nothing to detach: the call's iterator goes with the call (a cached validation
+        iterator is counted anew each epoch)."""
+        count = None if self.batch_size is not None else attach_to_fit(phase)
+        return None if count is None else count.snapshot
 
     def _window_tick(self, run: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""
