@@ -154,10 +154,11 @@ class MonitorLifecycle(keras.callbacks.Callback):
 
     def _call_count(self, phase: str) -> Callable[[], Snapshot] | None:
         """Reads the count of the examples of the ``evaluate`` (an epoch's validation too) or
-        ``predict`` call on the stack, where one can be kept and no ``batch_size`` was given.
-        Nothing to detach: the call's iterator goes with the call (a cached validation
-        iterator is counted anew each epoch)."""
-        count = None if self.batch_size is not None else attach_to_fit(phase)
+        ``predict`` call on the stack, where one can be kept, no ``batch_size`` was given and
+        no multi-worker cluster shares the batch out. Nothing to detach: the call's iterator
+        goes with the call (a cached validation iterator is counted anew each epoch)."""
+        counted = self.batch_size is None and self._worker_folder is None
+        count = attach_to_fit(phase) if counted else None
         return None if count is None else count.snapshot
 
     def _window_tick(self, run: LiveRun) -> None:
