@@ -233,3 +233,22 @@ def test_validation_evaluate_and_predict_count_their_short_last_batch(tmp_path):
     assert _counted(run / "evaluate", "evaluate") == pytest.approx([EXAMPLES], rel=1e-6)
     assert _counted(run / "evaluate", "evaluate/window") == pytest.approx([64, 36], rel=1e-6)
     assert _counted(run / "predict", "predict") == pytest.approx([EXAMPLES], rel=1e-6)
+
+
+def test_the_sinks_get_the_whole_examples_of_each_epoch(tmp_path):
+    from tfthroughput.sinks import Sink
+
+    class Collect(Sink):
+        def __init__(self):
+            self.examples = []
+
+        def write(self, measurement):
+            self.examples.append((measurement.kind, measurement.examples))
+
+    x, y = _arrays()
+    sink = Collect()
+    monitor = GPUMonitor(
+        tmp_path, interval=0.05, update_freq=4, sources=fake_gpus(EpochDial()), sinks=[sink]
+    )
+    _model().fit(x, y, batch_size=BATCH, epochs=1, callbacks=[monitor], verbose=0)
+    assert sink.examples == [("window", 64), ("window", 36), ("epoch", 100)]
