@@ -21,6 +21,7 @@ TESTS = ROOT / "tests"
 MONITOR_TEST_FILES = (
     "test_epoch_windows.py",
     "test_events.py",
+    "test_example_count.py",
     "test_inference_calls.py",
     "test_live_run.py",
     "test_monitor.py",

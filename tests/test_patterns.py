@@ -156,7 +156,7 @@ def test_every_test_the_works_with_page_names_exists():
     files = set(re.findall(r"`tests/(test_\w+\.py)", page))
     # Test names have several words; `test_step` (Keras's method) has one.
     named = set(re.findall(r"`(?:tests/\w+\.py::)?(test_[a-z]+_\w+)`", page))
-    assert {"test_patterns.py", "test_custom_train_step.py", "test_batch_count.py"} <= files
+    assert {"test_patterns.py", "test_custom_train_step.py", "test_example_count.py"} <= files
     defined = {
         name
         for file in files

@@ -105,7 +105,7 @@ def test_a_generator_is_counted_as_it_feeds_fit(tmp_path):
     assert _examples_per_step(tmp_path / "hardware") == pytest.approx([BATCH_SIZE] * 2)
 
 
-def test_a_pipeline_of_whole_batches_cannot_tell_and_says_so_once(tmp_path):
+def test_a_pipeline_of_whole_batches_is_counted_without_a_batch_size(tmp_path):
     x, y = _rows()
 
     def batches():
@@ -118,14 +118,22 @@ def test_a_pipeline_of_whole_batches_cannot_tell_and_says_so_once(tmp_path):
         tf.TensorSpec((None, y.shape[1]), tf.float32),
     )
     dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
-    warned = _fit(tmp_path, dataset, steps_per_epoch=STEPS_PER_EPOCH)
-    assert warned == [
+    assert _fit(tmp_path, dataset, steps_per_epoch=STEPS_PER_EPOCH) == []
+    assert _examples_per_step(tmp_path / "hardware") == pytest.approx([BATCH_SIZE] * 2)
+
+
+def test_a_batch_size_that_cannot_be_read_nor_counted_is_asked_for_once():
+    # Where no count can be kept (a multi-worker cluster's share of the global batch) and the
+    # fit's batch size cannot be read: here, no fit on the stack to read it from.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert global_batch_size(None, in_fit=True) is None
+    assert [str(w.message) for w in caught] == [
         "GPUMonitor cannot tell how many examples each step of this fit takes (the data "
         "is not an array or a tf.data pipeline with a constant batch size), so "
         "epoch/examples_per_second is not logged: pass `batch_size=` (examples per step "
         "across every replica)."
     ]
-    assert "epoch/examples_per_second" not in read_scalars(tmp_path / "hardware")
 
 
 def test_a_given_batch_size_that_disagrees_with_the_fit_is_kept_with_a_warning(tmp_path):

@@ -1,4 +1,6 @@
-"""Argument checks shared by the public functions, with Keras-style messages."""
+"""Argument checks shared by the public functions, with Keras-style messages; and the one
+reading of what a batch holds (:func:`leading_dimension`), which every room needs where it is
+given the user's data."""
 
 from __future__ import annotations
 
@@ -225,3 +227,49 @@ def check_model(model: object, *, returned_by: str | None = None, compiled: bool
             f"Received: model={model.name!r}, not compiled"
         )
     return model
+
+
+def first_array(batch: object) -> Any:
+    """The first array of ``batch`` in ``tf.nest`` and ``keras.tree`` order (a dict's values by
+    sorted key, a tuple's or list's in order, ``None`` skipped), or ``None`` if it holds none.
+
+    Anything with a ``shape`` is an array: NumPy, TensorFlow (tensors in a ``tf.data`` graph
+    too, and ``tf.TensorSpec``), JAX, PyTorch.
+    """
+    if hasattr(batch, "shape"):
+        return batch
+    if isinstance(batch, dict):
+        try:
+            keys = sorted(batch)
+        except TypeError:  # keys of mixed types: tf.nest would refuse them as well
+            keys = list(batch)
+        children = [batch[key] for key in keys]
+    elif isinstance(batch, (tuple, list)):
+        children = list(batch)
+    else:
+        return None
+    for child in children:
+        found = first_array(child)
+        if found is not None:
+            return found
+    return None
+
+
+def leading_dimension(batch: object) -> int | None:
+    """The examples in ``batch``: the leading dimension of its first array (:func:`first_array`),
+    or ``None`` where that is unknown (no array, a scalar, a dimension not known statically).
+
+    The package's one reading of it: the monitor counts the examples a ``fit`` trains with it,
+    ``benchmark_dataset`` the elements it reads, the diagnoses and ``tune`` a batch's size.
+
+    Example:
+        >>> import numpy as np
+        >>> leading_dimension({"label": np.zeros(8), "image": np.zeros((8, 4))})
+        8
+        >>> leading_dimension((np.float32(1.0),)) is None  # a scalar: no batch dimension
+        True
+    """
+    shape = getattr(first_array(batch), "shape", None)
+    if shape is None or not len(shape) or shape[0] is None:
+        return None
+    return int(shape[0])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from tfthroughput._validation import check_dataset, check_positive_int
+from tfthroughput._validation import leading_dimension as _leading_dimension
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,8 @@ def leading_dimension(batch: object) -> int:
         >>> leading_dimension({"image": tf.zeros([8, 4]), "label": tf.zeros([8])})
         8
     """
-    first = tf.nest.flatten(batch)[0]
-    shape = getattr(first, "shape", ())
-    return int(shape[0]) if len(shape) else 1
+    size = _leading_dimension(batch)
+    return 1 if size is None else size
 
 
 def benchmark_dataset(

@@ -9,10 +9,12 @@ own, and keeps the epoch's wall time, validation included, apart from both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.events import WALL_SECONDS, energy_joules, epoch_figures
+from tfthroughput.monitor.example_count import Snapshot, mean_through
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,17 @@ class OpenValidation:
     Args:
         start: When it began, on the monitor's clock.
         batch_size: Examples per validation batch, if known.
+
+    Attributes:
+        count: Reads the count of the examples of the validation's batches, where one is
+            kept (:mod:`tfthroughput.monitor.example_count`): exact, short batches included,
+            where ``batch_size`` is not.
     """
 
     def __init__(self, start: float, batch_size: int | None) -> None:
         self.start = start
         self.batch_size = batch_size
+        self.count: Callable[[], Snapshot] | None = None
         self.batches = 0
         self.ended: PhasePart | None = None
 
@@ -83,5 +91,7 @@ class OpenValidation:
         self.batches = max(self.batches, batch + 1)
 
     def end(self, stats: WindowStats, now: float) -> PhasePart:
-        self.ended = PhasePart(stats, now - self.start, self.batches or None, self.batch_size)
+        batches = self.batches or None
+        batch_size = mean_through(self.count, batches) or self.batch_size
+        self.ended = PhasePart(stats, now - self.start, batches, batch_size)
         return self.ended

@@ -82,6 +82,13 @@ class GPUMonitor(MonitorLifecycle):
     written once the first window or epoch has shown them
     (:mod:`tfthroughput.monitor.dashboard`).
 
+    Examples are counted batch by batch as the training step takes them, without a device
+    sync (a last stage of the ``tf.data`` pipeline Keras feeds the step under TensorFlow; the
+    batches' shapes on the host under JAX and PyTorch): ``examples_per_second`` x ``seconds``
+    is the examples an epoch or window trained, a short last batch counted for what it holds
+    (:mod:`tfthroughput.monitor.example_count`); validation, ``evaluate`` and ``predict``
+    batches likewise.
+
     Under a ``tf.distribute`` strategy (model built in ``strategy.scope()``) it samples every
     GPU of the process, so every local replica's, and counts examples with the global batch.
     Under MultiWorkerMirroredStrategy each worker writes ``<log_dir>/<run_name>/<task_type>_
@@ -108,11 +115,12 @@ class GPUMonitor(MonitorLifecycle):
         hardware_metrics: Hardware metric names to sample (see ``tfthroughput.hardware.metrics``);
             defaults to all. (Named apart from Keras's ``compile(metrics=...)``.)
         statistics: Which of ``mean``, ``min``, ``max``, ``p95`` to log. Defaults to all four.
-        batch_size: Examples per step across every replica (the global batch), for
-            ``epoch/examples_per_second``. Defaults to None: read from the ``fit`` (arrays,
-            and ``tf.data`` pipelines with a constant batch size), with one
-            ``MonitoringWarning`` when it cannot be read. The validation and inference
-            calls use the batch read from their own data, else this.
+        batch_size: Examples per step across every replica (the global batch), used as given
+            for every step. Defaults to None: the examples each batch of the ``fit`` holds
+            are counted, exactly, for every input (arrays, ``tf.data``, ``PyDataset``,
+            generators); where they cannot be, the batch read from the ``fit``, with one
+            ``MonitoringWarning`` when that cannot be read either. The validation and
+            inference calls use the batch read from their own data, else this.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
             ``steps_per_second``, ``examples_per_second``, ``wall_seconds``, and the
@@ -135,7 +143,7 @@ class GPUMonitor(MonitorLifecycle):
         TypeError, ValueError: For invalid arguments, naming the argument and value.
 
     Example:
-        >>> monitor = GPUMonitor(log_dir="logs/run1", update_freq="30s", batch_size=64)
+        >>> monitor = GPUMonitor(log_dir="logs/run1", update_freq="30s")
         >>> model.fit(dataset, epochs=3, validation_data=val, callbacks=[monitor])  # doctest: +SKIP
         >>> model.predict(test_images, callbacks=[monitor])  # doctest: +SKIP
     """
@@ -206,8 +214,6 @@ class GPUMonitor(MonitorLifecycle):
         training = self._training
         if training is None:
             return
-        if self._batch_count is not None:  # a PyDataset or generator: this epoch's batches
-            training.batch_size = self._batch_count.take_epoch_batch_size() or training.batch_size
         parts = training.end_epoch(epoch, self._steps_this_epoch())
         figures = parts.training_figures()
         if self.update_logs and logs is not None:
@@ -235,6 +241,7 @@ class GPUMonitor(MonitorLifecycle):
             # training part's time covers their execution.
             step = optimizer_steps(self.model)
             if training.begin_validation(step, call_batch_size("evaluate", self.batch_size)):
+                training.validation.count = self._call_count("evaluate")
                 return
         self._begin_call("evaluate")
 

@@ -2,33 +2,28 @@
 
 :class:`LiveRun` is made by ``GPUMonitor.on_train_begin`` and dropped when the ``fit`` ends
 (and by ``on_test_begin`` or ``on_predict_begin`` outside ``fit``, for one ``evaluate`` or
-``predict`` call, which it measures as one epoch of batches with the call's name as ``phase``).
-An epoch's validation is measured apart from its training steps (:mod:`.epoch_parts`). It
-is reached from several threads: the training thread (epoch hooks), Keras's callback thread
-(the batch hook, on backends that dispatch callbacks asynchronously), and the sampler thread
-(windows cut by time, and the final write when ``fit`` is left without ``on_train_end``). One
-lock orders the cuts; the sampler thread takes it only from its ``on_sample`` hook, which the
-sampler calls holding none of its own locks, so the two cannot wait on each other.
+``predict`` call, measured as one epoch of batches with the call's name as ``phase``). An
+epoch's validation is measured apart from its training steps (:mod:`.epoch_parts`). Threads:
+the training thread (epoch hooks), Keras's callback thread (the batch hook, where callbacks
+are dispatched asynchronously), the sampler thread (windows cut by time; the final write when
+``fit`` is left without ``on_train_end``). One lock orders the cuts; the sampler thread takes
+it only from its ``on_sample`` hook, called holding none of the sampler's locks: no deadlock.
 
 Why the step of a time-based window comes from the batch hook: the sampler thread decides when
-a window ends, but it cannot read ``model.optimizer.iterations`` on every backend. Under JAX,
-``fit`` trains on a copy of the variables and writes them back into the model only at the end
-of each epoch, so mid-epoch the variable still holds the epoch's first step; reading a device
-variable from another thread would also queue behind the training step on PyTorch or
-TensorFlow. The hook instead stores the completed step count (the epoch's first step, read
-once in ``on_epoch_begin``, plus Keras's batch index) in a plain attribute, which the sampler
-thread reads when it ends a window.
+a window ends, but cannot read ``model.optimizer.iterations`` on every backend (under JAX, ``fit``
+trains on a copy of the variables, written back into the model only at each epoch's end; on
+PyTorch or TensorFlow the read would queue behind the training step). The hook stores the
+completed step count (the epoch's first step, read in ``on_epoch_begin``, plus Keras's batch
+index) in a plain attribute, which the sampler thread reads when it ends a window.
 
-Why a window of ``update_freq`` steps ends at a multiple of ``update_freq``, not at the step of
-the hook that noticed it: where Keras dispatches batch hooks to a thread pool (JAX, PyTorch),
-they run concurrently and out of order, so the first hook to see the window full may be a later
-step's. The window is cut at the boundary it crossed, and ends every ``update_freq`` steps.
+Why a window of ``update_freq`` steps ends at a multiple of it, not at the step of the hook
+that noticed it: where Keras dispatches batch hooks to a thread pool (JAX, PyTorch) they run out
+of order, so the first hook to see the window full may be a later step's.
 
 Why a fit can leave steps unwritten: a fit resumed by ``keras.callbacks.BackupAndRestore``
-restarts from the backup's optimizer step, below steps the interrupted fit already wrote. The
-windows of those steps, measured again, are not written a second time (their samples go into the
-next window), and the epoch the interruption cut short was written as a window at the step where
-it stopped, not as an epoch: each step and each epoch appears once in the run.
+restarts from the backup's optimizer step, below steps the interrupted fit already wrote. Those
+windows, measured again, are not written twice (their samples go into the next window), and the
+epoch the interruption cut short was written as a window where it stopped, not as an epoch.
 """
 
 from __future__ import annotations
@@ -45,6 +40,7 @@ from tfthroughput.monitor.epoch_parts import EpochParts, OpenValidation, PhasePa
 from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Window
 from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.events import overstated_utilization_warning
+from tfthroughput.monitor.example_count import Snapshot, StepExamples
 from tfthroughput.monitor.measurements import epoch_measurement, window_measurement
 from tfthroughput.monitor.run_layout import RunLayout
 from tfthroughput.sinks.fan_out import SinkFanOut
@@ -62,6 +58,7 @@ class LiveRun:
         update: When windows end.
         statistics: The statistics to log.
         batch_size: Examples per step, or None.
+        count: Reads the count of the examples trained, if one is kept (exact: it overrides).
         clock: Monotonic seconds.
         select: Keeps the statistics of the metrics the monitor was asked for.
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call, whose
@@ -77,6 +74,7 @@ class LiveRun:
         statistics: Sequence[str],
         batch_size: int | None,
         clock: Callable[[], float],
+        count: Callable[[], Snapshot] | None = None,
         select: Callable[[WindowStats], WindowStats],
         phase: str | None = None,
     ) -> None:
@@ -87,6 +85,7 @@ class LiveRun:
         self.update = update
         self._statistics = statistics
         self.batch_size = batch_size  # global: examples per step across every replica
+        self.examples = StepExamples(count, batch_size)  # examples per step, as counted
         self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
         self._clock = clock
         self._select = select
@@ -98,7 +97,7 @@ class LiveRun:
         self.layout = RunLayout(
             writer,
             statistics=statistics,
-            examples=batch_size is not None,
+            examples=batch_size is not None or count is not None,
             windows=not update.per_epoch,
             phase=phase,
         )
@@ -134,6 +133,7 @@ class LiveRun:
             if first_step is not None:
                 self.last_step = first_step
             self.windows = EpochWindows(epoch, start, self.last_step, self.window_count)
+            self.examples.begin_epoch(self.last_step)
 
     def batch_end(self, batch: int) -> None:
         """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
@@ -224,7 +224,7 @@ class LiveRun:
                 _, stats, seconds, start = part
                 self.layout.show(stats, force=True, validation=True)
                 return EpochParts(
-                    PhasePart(stats, seconds, steps, self.batch_size),
+                    PhasePart(stats, seconds, steps, self.examples.epoch(steps)),
                     validation.ended if validation is not None else None,
                     now - start,
                 )
@@ -236,8 +236,9 @@ class LiveRun:
             self._publish(windows.cut(self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
             self.layout.show(epoch_stats, force=True)
+            batch_size = self.examples.epoch(steps)  # after the epoch's last window
         seconds = now - windows.start if begun else None
-        return EpochParts(PhasePart(epoch_stats, seconds, steps, self.batch_size), None, seconds)
+        return EpochParts(PhasePart(epoch_stats, seconds, steps, batch_size), None, seconds)
 
     def write_epoch(self, epoch: int, parts: EpochParts) -> None:
         """Write an epoch's phases as one event at ``step=epoch``."""
@@ -247,7 +248,7 @@ class LiveRun:
                 parts,
                 step=self.last_step,
                 statistics=self._statistics,
-                batch_size=self.batch_size,
+                batch_size=parts.training.batch_size or self.batch_size,
                 phase=self.phase,
             )
         )
@@ -333,6 +334,7 @@ class LiveRun:
         (or ``always``), unless a fit before a resume wrote its step already."""
         if window is None:
             return
+        batch_size = self.examples.window(window.step, window.steps)  # always: it moves on
         self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window.without_samples())
         self.window_count = window.index + 1
         if self.update.per_epoch and not always:
@@ -342,7 +344,7 @@ class LiveRun:
         self.written_through = window.step
         self.sinks.write(
             window_measurement(
-                window, statistics=self._statistics, batch_size=self.batch_size, phase=self.phase
+                window, statistics=self._statistics, batch_size=batch_size, phase=self.phase
             )
         )
         self.layout.show(window.stats)

@@ -20,8 +20,8 @@ import keras
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
-from tfthroughput.monitor.batch_count import attach_to_fit
 from tfthroughput.monitor.event_writer import create_new_file
+from tfthroughput.monitor.example_count import Snapshot, attach_to_fit
 from tfthroughput.monitor.execution_check import warn_partial_execution
 from tfthroughput.monitor.fit_watch import find_fit, fit_locals
 from tfthroughput.monitor.inference_calls import InferenceCalls
@@ -29,7 +29,12 @@ from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SO
 from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.run_start import RunSettings, start_run
 from tfthroughput.monitor.steps import optimizer_steps, trained_steps
-from tfthroughput.monitor.strategy import call_batch_size, find_placement, global_batch_size
+from tfthroughput.monitor.strategy import (
+    call_batch_size,
+    find_placement,
+    fit_batch_size,
+    global_batch_size,
+)
 
 _NO_FIT_WARNING = (
     "GPUMonitor found no Keras `fit` calling it (a hand-written training loop?), so it cannot "
@@ -48,7 +53,7 @@ def _unstarted_state() -> dict[str, object]:
         "params": None,
         "_iterations_at_epoch_start": None,
         "_last_batch": None,  # of the epoch in progress
-        "_batch_count": None,  # counts what a PyDataset or generator feeds the fit
+        "_example_count": None,  # counts the examples of the batches the fit trains
         "_worker_folder": None,
         "_written_through": None,
     }
@@ -74,11 +79,13 @@ class MonitorLifecycle(keras.callbacks.Callback):
         fit_call = find_fit()
         if fit_call is None and not self._entered:
             warnings.warn(_NO_FIT_WARNING, MonitoringWarning, stacklevel=3)
+        batch_size = self._input_batch_size(fit_call, placement.multi_worker)  # count too
         training = start_run(
             self._run_settings(),
             self.run_dir,
             fit_call,
-            batch_size=self._input_batch_size(fit_call),
+            batch_size=batch_size,
+            count=None if self._example_count is None else self._example_count.snapshot,
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -129,6 +136,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
     def _begin_call(self, phase: str) -> None:
         """``evaluate`` or ``predict`` outside ``fit``: measure the call on its own."""
         call = find_fit(phase)
+        count = self._call_count(phase)
         self._calls.begin(
             phase,
             lambda: start_run(
@@ -136,12 +144,22 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 os.path.join(self.run_dir, phase),
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
+                count=count,
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
             ),
             self.params.get("steps") if self.params else None,
         )
+
+    def _call_count(self, phase: str) -> Callable[[], Snapshot] | None:
+        """Reads the count of the examples of the ``evaluate`` (an epoch's validation too) or
+        ``predict`` call on the stack, where one can be kept, no ``batch_size`` was given and
+        no multi-worker cluster shares the batch out. Nothing to detach: the call's iterator
+        goes with the call (a cached validation iterator is counted anew each epoch)."""
+        counted = self.batch_size is None and self._worker_folder is None
+        count = attach_to_fit(phase) if counted else None
+        return None if count is None else count.snapshot
 
     def _window_tick(self, run: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""
@@ -158,23 +176,26 @@ class MonitorLifecycle(keras.callbacks.Callback):
         if self._training is run:
             self._training = None  # release the sampler and its sources with it
 
-    def _input_batch_size(self, fit_call: object) -> float | None:
-        """Examples per step of this fit (and its checks of the input and the epoch)."""
+    def _input_batch_size(self, fit_call: object, multi_worker: bool) -> int | None:
+        """Examples per step of this fit where it has a constant batch, and the count of the
+        examples it trains (exact, short batches included) unless ``batch_size`` was given;
+        with the checks of the input and the epoch. Each worker of a multi-worker cluster
+        trains a share of the global batch: there the global batch size is used."""
         if fit_call is not None:
             found = fit_locals("steps_per_epoch")
             warn_partial_execution(
                 found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
             )
-        if self.batch_size is None and fit_call is not None:
-            self._batch_count = attach_to_fit()
-        if self._batch_count is not None:
-            return self._batch_count.first_batch_size
+        if self.batch_size is None and fit_call is not None and not multi_worker:
+            self._example_count = attach_to_fit()
+        if self._example_count is not None:
+            return fit_batch_size()  # for the sinks and where the count cannot tell
         return global_batch_size(self.batch_size, in_fit=fit_call is not None)
 
     def _shutdown(self) -> None:
-        if self._batch_count is not None:
-            self._batch_count.detach()
-            self._batch_count = None
+        if self._example_count is not None:
+            self._example_count.detach()
+            self._example_count = None
         self._calls.close()
         training, self._training = self._training, None
         if training is not None:

@@ -17,6 +17,7 @@ from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.cluster_exchange import ClusterExchange
 from tfthroughput.monitor.epoch_windows import UpdateFrequency
 from tfthroughput.monitor.event_writer import EventWriter
+from tfthroughput.monitor.example_count import Snapshot
 from tfthroughput.monitor.fit_watch import FitCall
 from tfthroughput.monitor.input_activity import InputActivitySource
 from tfthroughput.monitor.live_run import LiveRun
@@ -57,6 +58,7 @@ def start_run(
     call: FitCall | None,
     *,
     batch_size: int | None,
+    count: Callable[[], Snapshot] | None = None,
     on_abandoned: Callable[[LiveRun], None],
     on_sample: Callable[[LiveRun], None],
     placement: Placement | None = None,
@@ -71,6 +73,9 @@ def start_run(
         call: The Keras call that drives it, watched by the sampler thread: when the call is
             left without its end hook, ``on_abandoned(run)`` is called on that thread.
         batch_size: Examples per step, if known.
+        count: Reads the count of the examples the call trains (or evaluates, predicts on),
+            if one is kept (:mod:`tfthroughput.monitor.example_count`): exact where
+            ``batch_size`` is not.
         on_abandoned: See ``call``.
         on_sample: With time-based windows, called as ``on_sample(run)`` on the sampler
             thread after each sample (the monitor's hook, which ends a window when due).
@@ -91,6 +96,7 @@ def start_run(
         update=settings.update,
         statistics=settings.statistics,
         batch_size=batch_size,
+        count=count,
         clock=settings.clock,
         select=settings.select,
         phase=phase,

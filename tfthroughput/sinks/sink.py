@@ -56,7 +56,8 @@ class Measurement:
         step: Optimizer steps completed when it ended: the global training step.
         steps: Optimizer steps taken in it, if known.
         seconds: Its wall time, if known (None for an epoch cut short).
-        batch_size: Examples per step across every replica, if known.
+        batch_size: Examples per step across every replica, if known: the mean over its
+            steps where the monitor counted them (a short last batch makes it a fraction).
         scalars: Exactly the TensorBoard tags and values the monitor wrote for it, e.g.
             ``gpu0/utilization_percent/mean`` and ``epoch/examples_per_second`` for an epoch,
             ``window/gpu0/utilization_percent/mean`` for a window (tags and units: the
@@ -71,17 +72,18 @@ class Measurement:
     step: int
     steps: int | None
     seconds: float | None
-    batch_size: int | None
+    batch_size: float | None
     scalars: Mapping[str, float]
     figures: Mapping[str, float] = field(default_factory=dict)
     stats: WindowStats = field(default_factory=lambda: _NO_STATS)
 
     @property
     def examples(self) -> int | None:
-        """Examples trained on in it (``steps * batch_size``), if both are known."""
+        """Examples trained on in it (``steps * batch_size``, a whole number), if both are
+        known."""
         if self.steps is None or self.batch_size is None:
             return None
-        return self.steps * self.batch_size
+        return round(self.steps * self.batch_size)
 
     @property
     def tensorboard_step(self) -> int:

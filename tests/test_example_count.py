@@ -1,0 +1,254 @@
+"""GPUMonitor counts the examples each epoch and each window really trained: 100 examples in
+batches of 16 are 100 (six of 16 and a last one of 4), not 112, for every input ``fit`` takes;
+read back from the event files of real fits as examples/s x seconds."""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+from events import read_scalars
+from fits import EpochDial, fake_gpus
+
+from tfthroughput import GPUMonitor, MonitoringWarning
+from tfthroughput.monitor.example_count import ExampleTally, examples_through
+
+EXAMPLES = 100
+BATCH = 16  # six batches of 16 and a last one of 4
+WHOLE_EPOCH = [EXAMPLES, EXAMPLES]
+# update_freq=4 steps: each epoch's windows are 4 batches of 16, then 2 of 16 and the 4.
+WINDOWS = [64, 36] * 2
+
+
+def _model() -> keras.Model:
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    return model
+
+
+def _arrays(examples: int = EXAMPLES):
+    x = np.random.default_rng(0).normal(size=(examples, 3)).astype("float32")
+    return x, x.sum(axis=1, keepdims=True)
+
+
+def _counted(run_dir, prefix: str) -> list[float]:
+    """examples/s x seconds of each epoch (``prefix="epoch"``) or window, in order."""
+    scalars = read_scalars(run_dir)
+    rates = scalars.get(f"{prefix}/examples_per_second", [])
+    seconds = scalars[f"{prefix}/seconds"]
+    assert len(rates) == len(seconds), sorted(scalars)
+    return [rate * took for (_, rate), (_, took) in zip(rates, seconds, strict=True)]
+
+
+def _fit(tmp_path, data, *, update_freq=4, **fit_kwargs) -> list[str]:
+    """A monitored fit of 2 epochs; the monitor's warnings."""
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, update_freq=update_freq, sources=fake_gpus(dial))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit_kwargs.setdefault("epochs", 2)
+        _model().fit(data, callbacks=[dial, monitor], verbose=0, **fit_kwargs)
+    return [str(w.message) for w in caught if issubclass(w.category, MonitoringWarning)]
+
+
+def _assert_exact(tmp_path, epochs=WHOLE_EPOCH, windows=WINDOWS) -> None:
+    run = tmp_path / "hardware"
+    assert _counted(run, "epoch") == pytest.approx(epochs, rel=1e-6)
+    if windows is not None:
+        assert _counted(run, "window") == pytest.approx(windows, rel=1e-6)
+
+
+def test_arrays_whose_length_is_not_a_multiple_of_the_batch(tmp_path):
+    x, y = _arrays()
+    assert _fit(tmp_path, x, y=y, batch_size=BATCH) == []
+    _assert_exact(tmp_path)
+
+
+class ShortLastBatch(keras.utils.PyDataset):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y = _arrays()
+
+    def __len__(self):
+        return -(-EXAMPLES // BATCH)
+
+    def __getitem__(self, index):
+        part = slice(index * BATCH, (index + 1) * BATCH)
+        return self.x[part], self.y[part]
+
+
+def test_a_py_dataset_with_a_short_last_batch(tmp_path):
+    # Unshuffled, so that the short batch is the epoch's last (fit shuffles the batches' order).
+    assert _fit(tmp_path, ShortLastBatch(), shuffle=False) == []
+    _assert_exact(tmp_path)
+
+
+# Under JAX, Keras 3.15 with two worker threads sometimes hands the first epoch seven full
+# batches and not the short one (112 examples trained, and counted as such): TensorFlow only.
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.tensorflow)])
+def test_a_py_dataset_with_workers_in_shuffled_order(tmp_path, workers):
+    assert _fit(tmp_path, ShortLastBatch(workers=workers), update_freq="epoch") == []
+    _assert_exact(tmp_path, windows=None)
+
+
+def test_an_endless_generator_over_several_epochs(tmp_path):
+    x, y = _arrays(16 * 64)
+
+    def endless():
+        while True:
+            for i in range(0, len(x), 16):
+                yield x[i : i + 16], y[i : i + 16]
+
+    assert _fit(tmp_path, endless(), epochs=3, steps_per_epoch=5, update_freq="epoch") == []
+    _assert_exact(tmp_path, epochs=[80] * 3, windows=None)
+
+
+def test_steps_per_epoch_cutting_epochs_short_of_the_data(tmp_path):
+    # Keras goes on through the arrays across epochs of 3 steps: batches 0-2, 3-5, then the
+    # short batch 6 alone (the data ran out: Keras ends the epoch), then 0-2 again.
+    x, y = _arrays()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
+        assert _fit(tmp_path, x, y=y, batch_size=BATCH, steps_per_epoch=3, epochs=4) == []
+    _assert_exact(tmp_path, epochs=[48, 48, 4, 48], windows=None)
+
+
+@pytest.mark.tensorflow
+def test_a_tf_data_pipeline_without_drop_remainder(tmp_path):
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH).prefetch(2)
+    assert _fit(tmp_path, dataset) == []
+    _assert_exact(tmp_path)
+
+
+@pytest.mark.tensorflow
+def test_steps_per_epoch_on_a_repeated_pipeline(tmp_path):
+    import tensorflow as tf
+
+    # Epochs of 5 steps over passes of 7 batches: 5 x 16; then 16, 4, 16, 16, 16; then
+    # 16, 16, 16, 4, 16. Windows of 2 steps, and the epoch's last step alone.
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH).repeat()
+    assert _fit(tmp_path, dataset, steps_per_epoch=5, epochs=3, update_freq=2) == []
+    windows = [32, 32, 16, 20, 32, 16, 32, 20, 16]
+    _assert_exact(tmp_path, epochs=[80, 68, 68], windows=windows)
+
+
+@pytest.mark.tensorflow
+def test_a_from_generator_pipeline_of_whole_batches_needs_no_batch_size(tmp_path):
+    import tensorflow as tf
+
+    x, y = _arrays()
+
+    def batches():
+        for start in range(0, EXAMPLES, BATCH):
+            yield x[start : start + BATCH], y[start : start + BATCH]
+
+    signature = (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None, 1), tf.float32))
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    assert _fit(tmp_path, dataset) == []
+    _assert_exact(tmp_path)
+
+
+def test_a_given_batch_size_is_used_as_given(tmp_path):
+    x, y = _arrays(96)
+    monitor = GPUMonitor(tmp_path, interval=0.05, batch_size=8, sources=fake_gpus(EpochDial()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MonitoringWarning)  # 8 is not the fit's 16: said so
+        _model().fit(x, y, batch_size=BATCH, epochs=1, callbacks=[monitor], verbose=0)
+    assert _counted(tmp_path / "hardware", "epoch") == pytest.approx([48])
+
+
+def test_the_tally_reads_examples_through_any_recent_batch():
+    tally = ExampleTally(recent=4)
+    for size in (16, 16, 16, 4, 16, 16):
+        tally.add(size)
+    snapshot = tally.snapshot()
+    # The last 4 sizes are kept: through batch 2 can be told, through batch 1 no longer.
+    assert [examples_through(snapshot, n) for n in (6, 5, 4, 3, 2, 1)] == [84, 68, 52, 48, 32, None]
+    assert examples_through(snapshot, 7) is None  # not counted yet
+    assert examples_through(ExampleTally().snapshot(), 0) == 0
+
+
+# MirroredStrategy over two logical CPUs (a child process: logical devices must be set before
+# TensorFlow initialises): the global batch of 16 (8 per replica), the last one of 4 (2 each).
+_MIRRORED = """
+import os
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+import numpy as np
+from tfthroughput import GPUMonitor
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+x = np.random.default_rng(0).normal(size=(100, 3)).astype("float32")
+dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True)))
+monitor = GPUMonitor(os.environ["LOG_DIR"], interval=0.05, update_freq=4)
+model.fit(dataset.batch(16).prefetch(2), epochs=2, verbose=0, callbacks=[monitor])
+emit({"replicas": strategy.num_replicas_in_sync, "warned": warned()})
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.tensorflow
+def test_a_mirrored_strategy_global_batch(fake_nvml_dir, tmp_path):
+    from fake_nvml import run_json_with_fake_nvml
+
+    out = run_json_with_fake_nvml(
+        _MIRRORED, fake_nvml_dir, env={"LOG_DIR": str(tmp_path)}, timeout=300
+    )
+    assert out == {"replicas": 2, "warned": []}
+    _assert_exact(tmp_path)
+
+
+def test_validation_evaluate_and_predict_count_their_short_last_batch(tmp_path):
+    x, y = _arrays()
+    dial = EpochDial()
+    monitor = GPUMonitor(tmp_path, interval=0.05, update_freq=4, sources=fake_gpus(dial))
+    model = _model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=2,
+            validation_data=(x, y),
+            validation_batch_size=BATCH,
+            callbacks=[dial, monitor],
+            verbose=0,
+        )
+        model.evaluate(x, y, batch_size=BATCH, callbacks=[monitor], verbose=0)
+        model.predict(x, batch_size=BATCH, callbacks=[monitor], verbose=0)
+    assert [w for w in caught if issubclass(w.category, MonitoringWarning)] == []
+    run = tmp_path / "hardware"
+    assert _counted(run, "validation") == pytest.approx(WHOLE_EPOCH, rel=1e-6)
+    assert _counted(run / "evaluate", "evaluate") == pytest.approx([EXAMPLES], rel=1e-6)
+    assert _counted(run / "evaluate", "evaluate/window") == pytest.approx([64, 36], rel=1e-6)
+    assert _counted(run / "predict", "predict") == pytest.approx([EXAMPLES], rel=1e-6)
+
+
+def test_the_sinks_get_the_whole_examples_of_each_epoch(tmp_path):
+    from tfthroughput.sinks import Sink
+
+    class Collect(Sink):
+        def __init__(self):
+            self.examples = []
+
+        def write(self, measurement):
+            self.examples.append((measurement.kind, measurement.examples))
+
+    x, y = _arrays()
+    sink = Collect()
+    monitor = GPUMonitor(
+        tmp_path, interval=0.05, update_freq=4, sources=fake_gpus(EpochDial()), sinks=[sink]
+    )
+    _model().fit(x, y, batch_size=BATCH, epochs=1, callbacks=[monitor], verbose=0)
+    assert sink.examples == [("window", 64), ("window", 36), ("epoch", 100)]

@@ -1,0 +1,48 @@
+"""The counting stage GPUMonitor adds to a fit's tf.data input under TensorFlow: the elements
+pass through unchanged, whatever their structure, and the count is read back exactly."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from tfthroughput.monitor.example_count import examples_through  # noqa: E402
+from tfthroughput.monitor.graph_count import GraphCount  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow
+
+Pair = collections.namedtuple("Pair", ["x", "y"])
+ROWS = np.arange(30, dtype="float32").reshape(10, 3)
+
+
+@pytest.mark.parametrize(
+    "dataset",
+    [
+        tf.data.Dataset.from_tensor_slices(ROWS),  # one tensor
+        tf.data.Dataset.from_tensor_slices((ROWS, ROWS[:, :1])),  # (x, y)
+        tf.data.Dataset.from_tensor_slices(((ROWS,),)),  # a tuple of one tuple
+        tf.data.Dataset.from_tensor_slices({"b": ROWS[:, 0], "a": ROWS}),  # dict
+        tf.data.Dataset.from_tensor_slices(Pair(ROWS, ROWS[:, 0])),  # a namedtuple
+    ],
+)
+def test_elements_pass_unchanged_and_each_batch_is_counted(dataset):
+    batched = dataset.batch(4)  # 4, 4 and a last batch of 2
+    count = GraphCount(recent=8)
+    counted = count.counting(batched)
+    assert counted.element_spec == batched.element_spec
+    for mine, theirs in zip(counted, batched, strict=True):
+        tf.nest.map_structure(np.testing.assert_array_equal, mine, theirs)
+    snapshot = count.snapshot()
+    assert snapshot[:2] == (3, 10)
+    assert [examples_through(snapshot, n) for n in (3, 2, 1, 0)] == [10, 8, 4, 0]
+
+
+def test_ragged_batches_are_counted_by_their_rows():
+    ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3], [4, 5, 6]]))
+    count = GraphCount(recent=4)
+    assert [batch.shape[0] for batch in count.counting(ragged.batch(2))] == [2, 1]
+    assert count.snapshot()[:2] == (2, 3)
