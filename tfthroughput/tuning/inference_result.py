@@ -26,7 +26,7 @@ class InferenceTrial(TrialBase):
         ratio: Median ratio to the baseline in the same rounds.
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
-        noise: The baseline's relative spread in the same rounds.
+        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
         rounds_won: Rounds in which it beat the baseline.
         latency_p50_ms: Median milliseconds of one batch (one ``predict_on_batch`` call of
             ``batch_size`` examples, outputs back on the host).

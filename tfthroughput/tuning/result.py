@@ -36,7 +36,7 @@ class TuneTrial(TrialBase):
         ratio: Median ratio to the baseline in the same rounds; ``None`` when it failed.
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
-        noise: The baseline's relative spread in the same rounds.
+        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
         rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
