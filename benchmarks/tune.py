@@ -8,9 +8,11 @@ Workloads (CPU, TensorFlow backend):
 - input-bound: a small model fed by a pipeline with a sequential Python step of 4 ms per batch;
 - compute-bound: a 256-512-512-1 MLP at batch 512 on in-memory arrays (16 timed steps a run).
 
-For each: `tune(...)`, then the baseline and the chosen setup are rebuilt and timed side by
-side (alternated, `--repeats` rounds of `--steps` steps, medians), independently of the
-search's own measurement.
+For each: `tune(...)` (its search, then its confirmation by whole `fit` epochs), then the
+baseline and the chosen setup are rebuilt and timed side by side (alternated, `--repeats` rounds
+of `--steps` steps, medians), independently of tune's own measurements. Each workload's line
+gives the search's figure for its pick, the confirmed figure (`result.speedup`) and the
+re-timing side by side, and what the confirmation added to the search's time.
 
 Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled models:
 
@@ -165,10 +167,27 @@ def run_inference(args, ratios: dict) -> None:
             f"{name}: baseline predict {base:,.0f} examples/s, tuned "
             f"({result.chosen.changes_from(result.baseline)}) {tuned:,.0f} examples/s: "
             f"{ratio:.2f}x [{min(rounds):.2f}-{max(rounds):.2f}] over {args.repeats} alternated "
-            f"predict calls of {examples} examples; search's own "
-            f"{result.speedup:.2f}x; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
+            f"predict calls of {examples} examples (re-timed); {figures(result, search)}; "
+            f"tune {search:.1f} s; load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
+
+
+def figures(result, seconds: float) -> str:
+    """The search's figure for its pick, the confirmed one, and the confirmation's cost."""
+    confirmation = result.confirmation
+    if confirmation is None:
+        return f"search: nothing faster (search {seconds:.1f} s)"
+    pick = max(
+        (t for t in result.trials if t.setup == confirmation.pick and t.status == "faster"),
+        key=lambda t: t.ratio,
+    )
+    share = confirmation.seconds / max(seconds - confirmation.seconds, 1e-9)
+    return (
+        f"search's pick ({pick.label}) {pick.ratio:.2f}x in the search; confirmed "
+        f"{result.speedup:.2f}x for {confirmation.label} by {confirmation.work}; confirmation "
+        f"{confirmation.seconds:.1f} s (+{share:.0%} on the search)"
+    )
 
 
 def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
@@ -232,7 +251,8 @@ def main() -> None:
             f"tuned ({result.chosen.changes_from(result.baseline)}) "
             f"{comparison.examples_per_second:,.0f} examples/s: {comparison.ratio:.2f}x "
             f"[{comparison.ratio_low:.2f}-{comparison.ratio_high:.2f}] over {args.repeats} "
-            f"alternated rounds; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
+            f"alternated rounds (re-timed); {figures(result, search)}; tune {search:.1f} s; "
+            f"load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
     print(

@@ -73,6 +73,17 @@ def check_rounds(rounds: int) -> None:
         )
 
 
+def check_confirm_rounds(confirm_rounds: object) -> None:
+    """``confirm_rounds`` is an int of at least 5: the confirmation decides the headline, so its
+    verdict rests on most of 5 rounds at least (a descheduled run can sway 2 of 3)."""
+    check_positive_int("confirm_rounds", confirm_rounds)
+    if confirm_rounds < 5:
+        raise ValueError(
+            "`confirm_rounds` must be at least 5 (the confirmation's verdict decides what "
+            f"tune hands back). Received: confirm_rounds={confirm_rounds}"
+        )
+
+
 def check_seed(seed: object) -> None:
     """``seed`` is a non-negative int (a bool is not)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -216,6 +227,7 @@ class SearchArguments:
     time_budget: float
     steps: int
     rounds: int
+    confirm_rounds: int
 
 
 @dataclass(frozen=True)
@@ -249,6 +261,7 @@ class TuneArguments(SearchArguments):
         check_positive_int("steps", self.steps)
         check_positive_int("rounds", self.rounds)
         check_rounds(self.rounds)
+        check_confirm_rounds(self.confirm_rounds)
         check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         loss_tolerance = check_fraction("loss_tolerance", self.loss_tolerance)
         check_seed(self.seed)

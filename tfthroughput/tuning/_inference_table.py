@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfthroughput.tuning._table import none_tried, trial_table
+from tfthroughput.tuning._table import confirmation_lines, none_tried, trial_table
 
 # InferenceTuneResult and InferenceTrial (inference_result.py imports this module).
 InferenceTuneResult = Any
@@ -24,6 +24,8 @@ def render(result: InferenceTuneResult) -> str:
         f"(budget {result.time_budget:.0f} s){budget}"
         + ("" if limit is None else f"; latency limit {limit:g} ms per batch (p95)")
     )
+    if result.confirmation is not None:
+        return "\n".join(lines + confirmation_lines(result))
     if result.improved:
         trial = result.chosen_trial
         lines.append(

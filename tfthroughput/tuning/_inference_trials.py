@@ -54,6 +54,7 @@ class InferenceSettings:
     policy: str | None  # the recommended policy to try, or None
     try_xla: bool
     notes: tuple[str, ...]
+    confirm_rounds: int = 0  # rounds of the confirmation by whole predict calls (0: none)
 
 
 class InferenceTrials:

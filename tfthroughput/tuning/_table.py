@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfthroughput.tuning._status import BASELINE, PROBE
+from tfthroughput.tuning._status import BASELINE, FASTER, PROBE
 
 # TuneResult and TuneTrial (tuning/result.py imports this module, so they are not imported).
 TuneResult = TuneTrial = Any
@@ -80,6 +80,38 @@ def none_tried(result: TuneResult) -> str:
     return " (no knob applied: see the notes)"
 
 
+def confirmed_figure(confirmation: Any) -> str:
+    """The confirmed ratio with its spread, as the ``chosen:`` line and the snippet say it."""
+    c = confirmation
+    return (
+        f"{c.ratio:.2f}x the baseline by {c.work} [{c.ratio_low:.2f}-{c.ratio_high:.2f}], "
+        f"noise {c.noise:.0%}, {c.rounds_won} of {c.rounds} rounds won"
+    )
+
+
+def confirmation_lines(result: Any) -> list[str]:
+    """The search's pick with the search's figure, the confirmation, and the choice it made
+    (with the snippet and the notes), for a result whose search found a faster setup."""
+    c = result.confirmation
+    pick = max(
+        (t for t in result.trials if t.setup == c.pick and t.status == FASTER),
+        key=lambda t: t.ratio,
+    )
+    lines = [
+        f"search's pick: {pick.label}: {pick.ratio:.2f}x the baseline in the search's runs "
+        f"(lowest round {pick.ratio_low:.2f}x, noise {pick.noise:.0%})",
+        f"confirmation: {c.rounds} alternated rounds of {c.work} in {c.seconds:.1f} s",
+    ]
+    if c.outcome:
+        lines.append(c.outcome)
+    if result.improved:
+        lines += [f"chosen: {c.label}: {confirmed_figure(c)}", "", result.snippet]
+    else:
+        kept = "chosen: the baseline, as given: nothing beat it beyond the noise by "
+        lines.append(kept + c.work)
+    return lines + [f"note: {note}" for note in result.notes]
+
+
 def render(result: TuneResult) -> str:
     """The trials as an aligned table, then the choice, the snippet and the notes."""
     lines = trial_table(result.trials, first="setting", check="loss_check")
@@ -91,6 +123,8 @@ def render(result: TuneResult) -> str:
     )
     if getattr(result, "distribution", None) is not None:
         lines.append(f"strategy: {result.distribution}")
+    if result.confirmation is not None:
+        return "\n".join(lines + confirmation_lines(result))
     if result.improved:
         trial = result.chosen_trial
         lines.append(

@@ -48,6 +48,8 @@ class SearchSettings:
     allow_batch_change: bool
     notes: tuple[str, ...]
     epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
+    confirm_rounds: int = 0  # rounds of the confirmation by whole epochs (0: none)
+    callbacks: tuple = ()  # the user's, run in the confirmation's epochs
 
 
 class TrialRunner:

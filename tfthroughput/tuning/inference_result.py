@@ -8,6 +8,8 @@ from typing import Any
 
 from tfthroughput.tuning._inference_table import render
 from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
+from tfthroughput.tuning._table import confirmed_figure
+from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
 
@@ -65,11 +67,16 @@ class InferenceTuneResult(ResultBase):
         stopped_by_budget: Whether the budget ended the search before every knob was tried.
         max_batch_latency_ms: The latency limit of one batch (p95, milliseconds), or ``None``.
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
+        confirmation: The search's pick against the baseline, rebuilt and timed by whole
+            ``predict`` calls (:class:`~tfthroughput.tuning.Confirmation`): it decides
+            ``chosen`` and gives ``speedup``; ``None`` where nothing beat the baseline in the
+            search.
     """
 
     trials: tuple[InferenceTrial, ...]
     max_batch_latency_ms: float | None = None
     notes: tuple[str, ...] = field(default=())
+    confirmation: Confirmation | None = None
 
     @property
     def predict_kwargs(self) -> dict[str, Any]:
@@ -103,6 +110,8 @@ class InferenceTuneResult(ResultBase):
     def snippet(self) -> str:
         """Python lines that apply the chosen setup, with a note for a SavedModel."""
         chosen, lines = self.chosen, []
+        if self.confirmation is not None and self.improved:
+            lines.append(f"# {confirmed_figure(self.confirmation)}")
         if chosen.policy != self.baseline.policy:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
         lines.append("model = build_model()")
@@ -128,6 +137,7 @@ class InferenceTuneResult(ResultBase):
             "predict_kwargs": self.predict_kwargs,
             "notes": list(self.notes),
             "trials": [trial_dict(t, "output_check") for t in self.trials],
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
         }
 
     def to_json(self) -> str:

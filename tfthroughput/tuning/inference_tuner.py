@@ -18,6 +18,7 @@ from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.tuning._arguments import (
     SearchArguments,
     check_builder,
+    check_confirm_rounds,
     check_fraction,
     check_positive_seconds,
     check_rounds,
@@ -27,6 +28,7 @@ from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
 from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 
 # Relative difference of outputs allowed for knobs that change the arithmetic (XLA, the
@@ -119,6 +121,7 @@ class InferenceArguments(SearchArguments):
         for name in ("steps", "rounds", "max_steps_per_execution"):
             check_positive_int(name, getattr(self, name))
         check_rounds(self.rounds)
+        check_confirm_rounds(self.confirm_rounds)
         limit = check_latency_limit(self.max_batch_latency_ms)
         tolerance = self.output_tolerance
         tolerance = (
@@ -162,6 +165,7 @@ class InferenceArguments(SearchArguments):
             policy=policy,
             try_xla=xla,
             notes=tuple(notes),
+            confirm_rounds=self.confirm_rounds,
         )
 
 
@@ -173,6 +177,7 @@ def tune_inference(
     time_budget: float = 180.0,
     steps: int = 128,
     rounds: int = 3,
+    confirm_rounds: int = CONFIRM_ROUNDS,
     precision: Any = None,
     pipeline: bool = True,
     xla: bool = True,
