@@ -6,12 +6,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfthroughput.tuning._inference_table import render
 from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
-from tfthroughput.tuning._table import confirmed_figure
+from tfthroughput.tuning._table import TableWords, confirmed_figure, render
 from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
+
+_WORDS = TableWords(
+    "predict setting",
+    "output_check",
+    extra=(("p50 ms", "latency_p50_ms", "{:.2f}"), ("p95 ms", "latency_p95_ms", "{:.2f}")),
+    search="inference search",
+    unit="the baseline's examples/s",
+    kept=" within the output tolerance",
+)
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ class InferenceTuneResult(ResultBase):
         return json.dumps(self.to_dict(), indent=1, default=str)
 
     def __str__(self) -> str:
-        return render(self)
+        return render(self, _WORDS)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
         """Write the table to TensorBoard's Text tab (tag ``tune/inference``, as a preformatted
