@@ -21,9 +21,10 @@ Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled mod
   a batch; the batch can only double once), in float32 (`precision=False`: on a CPU with
   AVX512-BF16 the recommended bfloat16 does help it, about 2x), where nothing should help.
 
-For each: the search, then the baseline and the chosen setup rebuilt and timed by plain
-`model.predict(x, batch_size=...)` calls over `--predict-examples` examples (what a batch job
-pays, its per-call set-up included), alternated for `--repeats` rounds. Run:
+For each: the search and its confirmation, then the baseline and the chosen setup rebuilt and
+timed by plain `model.predict(x, batch_size=...)` calls on the workload's data as tune got it
+(or `--predict-examples` examples: what a batch job pays, its per-call set-up included),
+alternated for `--repeats` rounds. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune.py [--mode both] [--budget 90] [--repeats 5]
 
@@ -126,7 +127,7 @@ def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: i
         tuned = result.apply(build())
     runs = {"base": (base, {"batch_size": batch_size}), "tuned": (tuned, result.predict_kwargs)}
     for model, kwargs in runs.values():
-        model.predict(x[:4096], verbose=0, **kwargs)  # traced and compiled before timing
+        model.predict(x, verbose=0, **kwargs)  # traced (the last batch too) before timing
     speeds = {"base": [], "tuned": []}
     for index in range(repeats):
         for name in ("base", "tuned") if index % 2 == 0 else ("tuned", "base"):
@@ -158,7 +159,7 @@ def run_inference(args, ratios: dict) -> None:
         trials = len(result.trials)
         print(f"\n=== {name}: tune(mode='inference') took {search:.1f} s ({trials} trials)")
         print(result)
-        examples = int(args.predict_examples * share)
+        examples = int(args.predict_examples * share) if args.predict_examples else len(x)
         base, tuned, ratio, rounds = predict_side_by_side(
             build, x, batch_size, result, examples, args.repeats
         )
@@ -226,7 +227,10 @@ def main() -> None:
         "--mode", choices=("training", "inference", "both"), default="both", help="what to tune"
     )
     parser.add_argument(
-        "--predict-examples", type=int, default=65536, help="examples per timed predict call"
+        "--predict-examples",
+        type=int,
+        default=0,
+        help="examples per re-timed predict call (default: the data as tune got it)",
     )
     parser.add_argument("--only", default=None, help="run the workloads whose name has this")
     args = parser.parse_args()

@@ -411,7 +411,7 @@ def test_the_confirmation_times_whole_predict_calls_set_up_included(float32_poli
     # Whole calls on the 512 examples: 5.1312 s against 5.0612 s (1.01x), and batch 256
     # 5.0712 s: inside the 3 % floor, so the baseline is kept and the headline says 1.00x.
     assert result.confirmation.work == (
-        "whole predict calls on the data as given (512 examples at batch 64, set-up included)"
+        "whole predict calls on the data as given (512 examples, set-up included)"
     )
     assert result.chosen == result.baseline and result.speedup == 1.0
     assert result.predict_kwargs == {"batch_size": 64}

@@ -94,6 +94,8 @@ class InferenceSearch(InferenceTrials):
             run_examples(base_speed, self._clock() - self._start, rounds),
             self._examples_per_run,  # never fewer than the search's own runs
         )
+        size = self._base_setup.batch_size or 1
+        most = most // size * size  # whole batches of the given size: the same examples each
         counted: list[int] = []
 
         def start(setup: TuneSetup) -> WholeRuns:
@@ -114,8 +116,7 @@ class InferenceSearch(InferenceTrials):
             counted.append(examples)
             return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
 
-        size = self._base_setup.batch_size
-        whole = self._data.whole_feed(size, most)[1]
+        whole = self._data.whole_feed(self._base_setup.batch_size, most)[1]
         confirmation = confirm(
             start,
             self._base_setup,
@@ -124,13 +125,13 @@ class InferenceSearch(InferenceTrials):
             clock=self._clock,
             work="predict calls",
         )
+        # Each side calls predict at its own batch size, so the work names the examples only.
         examples = f"{counted[0]:,} examples" if counted else "the data"
-        at = "" if size is None else f" at batch {size}"
+        total = "the data" if self._data.examples is None else f"{self._data.examples:,}"
         work = (
-            f"whole predict calls on the data as given ({examples}{at}, set-up included)"
+            f"whole predict calls on the data as given ({examples}, set-up included)"
             if whole
-            else f"predict calls on the first {examples} of the data ({at.strip() or 'as batched'}"
-            ", set-up included; all of it would exceed the confirmation's share of the time)"
+            else f"predict calls on the first {examples} of {total} (set-up included)"
         )
         return replace(confirmation, work=work)
 
