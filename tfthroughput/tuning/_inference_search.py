@@ -35,7 +35,7 @@ from tfthroughput.tuning._inference_trials import (
 )
 from tfthroughput.tuning._knob_line import double_along
 from tfthroughput.tuning._status import FAILED, OUTPUTS_DIFFER, OVER_LATENCY
-from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -85,15 +85,10 @@ class InferenceSearch(InferenceTrials):
     def _confirm(self) -> Confirmation | None:
         """The search's pick against a rebuilt baseline by whole ``predict`` calls on the data
         as given (``tuning/confirmation.py``); ``None`` where nothing beat the baseline."""
-        rounds = self._settings.confirm_rounds
-        candidates = picks(self._trials, self._best[0], self._base_setup)
-        if not rounds or not candidates:
+        speed = statistics.median(self._baseline_speeds or [self._first_speed])
+        candidates, most = self._to_confirm(speed, self._examples_per_run)
+        if not candidates:
             return None
-        base_speed = statistics.median(self._baseline_speeds or [self._first_speed])
-        most = max(
-            run_examples(base_speed, self._clock() - self._start, rounds),
-            self._examples_per_run,  # never fewer than the search's own runs
-        )
         size = self._base_setup.batch_size or 1
         most = most // size * size  # whole batches of the given size: the same examples each
         counted: list[int] = []

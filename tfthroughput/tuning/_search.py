@@ -33,7 +33,7 @@ from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import FAILED
 from tfthroughput.tuning._trials import SearchSettings, TrialRunner, _repeat_batch
 from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
-from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.result import TuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -90,17 +90,12 @@ class Search(TrialRunner):
     def _confirm(self) -> Confirmation | None:
         """The search's pick against a rebuilt baseline by whole ``fit`` epochs of the user's
         data (``tuning/confirmation.py``); ``None`` where nothing beat the baseline."""
-        rounds = self._settings.confirm_rounds
-        candidates = picks(self._trials, self._best[0], self._base_setup)
-        if not rounds or not candidates:
-            return None
         base = self._base_setup
         base_step = self._examples_per_step(base.batch_size)
-        base_speed = statistics.median(self._baseline_speeds)
-        most = max(
-            run_examples(base_speed, self._clock() - self._start, rounds),
-            self._timed_steps * base_step,  # never shorter than the search's own runs
-        )
+        speed = statistics.median(self._baseline_speeds or [1.0])
+        candidates, most = self._to_confirm(speed, self._timed_steps * base_step)
+        if not candidates:
+            return None
         multiple = max(s.steps_per_execution for s, _ in [(base, ""), *candidates])
         epoch = self._settings.epoch_steps
 
@@ -129,6 +124,7 @@ class Search(TrialRunner):
 
         plan = epoch_plan(self._data, base.batch_size, base_step, epoch, most, multiple)
         work = plan.work(bool(self._settings.callbacks))
+        rounds = self._settings.confirm_rounds
         return confirm(start, base, candidates, rounds=rounds, clock=self._clock, work=work)
 
     def _pipeline_knob(self) -> None:
