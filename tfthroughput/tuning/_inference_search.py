@@ -106,7 +106,7 @@ class InferenceSearch(InferenceTrials):
                 clock=self._clock,
             )
             runner.start()
-            feed, whole = self._data.whole_feed(runner.setup.batch_size, most)
+            feed, _ = self._data.whole_feed(runner.setup.batch_size, most)
             _, examples = runner.whole_call(feed)  # the timed calls' warm-up
             counted.append(examples)
             return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
