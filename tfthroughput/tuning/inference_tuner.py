@@ -17,11 +17,7 @@ import keras
 from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.tuning._arguments import (
     SearchArguments,
-    check_builder,
-    check_confirm_rounds,
     check_fraction,
-    check_positive_seconds,
-    check_rounds,
     check_seed,
 )
 from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
@@ -116,12 +112,8 @@ class InferenceArguments(SearchArguments):
     inputs: InferenceData = field(init=False)
 
     def __post_init__(self) -> None:
-        check_builder(self.build_model)
-        budget = check_positive_seconds("time_budget", self.time_budget)
-        for name in ("steps", "rounds", "max_steps_per_execution"):
-            check_positive_int(name, getattr(self, name))
-        check_rounds(self.rounds)
-        check_confirm_rounds(self.confirm_rounds)
+        self.check_search()
+        check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         limit = check_latency_limit(self.max_batch_latency_ms)
         tolerance = self.output_tolerance
         tolerance = (
@@ -134,7 +126,6 @@ class InferenceArguments(SearchArguments):
             raise TypeError(f"`xla` must be a bool. Received: xla={self.xla!r}")
         check_callable("clock", self.clock)
         for name, value in (
-            ("time_budget", budget),
             ("max_batch_latency_ms", limit),
             ("output_tolerance", tolerance),
             ("inputs", inference_data(self.data, self.batch_size)),
