@@ -10,7 +10,7 @@ from tfthroughput.tuning._arguments import training_data
 from tfthroughput.tuning._inference_data import inference_data
 from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import FASTER, NOT_FASTER
-from tfthroughput.tuning._whole_epochs import epoch_plan
+from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
 from tfthroughput.tuning.confirmation import WholeRuns, confirm, picks, run_examples
 from tfthroughput.tuning.result import TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
@@ -127,3 +127,19 @@ def test_predict_calls_hold_the_data_as_given_or_its_first_examples():
     assert whole and feed["x"] is x and feed["batch_size"] == 32
     feed, whole = data.whole_feed(128, 256)
     assert not whole and len(feed["x"]) == 256 and feed["batch_size"] == 128
+
+
+@pytest.mark.tensorflow
+def test_a_dataset_of_unknown_length_is_timed_by_steps_and_never_runs_out():
+    import tensorflow as tf
+
+    x = np.zeros((64, 4), "float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8).filter(lambda a, b: True)
+    data = training_data(dataset, None)  # tf.data cannot tell a filter's length
+
+    plan = epoch_plan(data, None, 8, None, 160, 4)
+    assert (plan.steps, plan.whole, plan.length) == (20, False, None)
+    assert plan.work(callbacks=False) == "fit epochs of 20 steps (the data's end is not known)"
+    feed, _ = epoch_feed(data, TuneSetup(1, False, "float32"), plan, None, None)
+    assert feed["steps_per_epoch"] == 20
+    assert len(list(feed["x"].take(20))) == 20  # 8 batches as given, repeated

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput.tuning import _device_augmentation, _pipeline
-from tfthroughput.tuning._arguments import ARRAYS, UNBATCHED, TrainingData
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, TrainingData
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -42,7 +42,7 @@ class EpochPlan:
         if self.whole:
             return f"whole fit epochs ({self.steps} steps{hooks})"
         if self.length is None:
-            return f"fit epochs of {self.steps} steps (the data does not end{hooks})"
+            return f"fit epochs of {self.steps} steps (the data's end is not known{hooks})"
         return f"the first {self.steps} of each fit epoch's {self.length} steps{hooks}"
 
 
@@ -102,8 +102,11 @@ def epoch_feed(
     if data.kind == ARRAYS:
         x, y = data.value
         feed = {"x": x, "batch_size": size} if y is None else {"x": x, "y": y, "batch_size": size}
-    elif data.kind == UNBATCHED:  # shuffle=False: fit ignores it for these, with a warning
-        feed = {"x": data.value.batch(size), "shuffle": False}
+    elif data.kind in (BATCHED, UNBATCHED):  # shuffle=False: fit ignores it, with a warning
+        dataset = data.value if data.kind == BATCHED else data.value.batch(size)
+        if plan.length is None:  # a length tf.data cannot tell (a generator): never run out
+            dataset = dataset.repeat()
+        feed = {"x": dataset, "shuffle": False}
     else:
         feed = {"x": data.value, "shuffle": False}
     return {**feed, "steps_per_epoch": told}, warm
