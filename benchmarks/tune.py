@@ -8,9 +8,11 @@ Workloads (CPU, TensorFlow backend):
 - input-bound: a small model fed by a pipeline with a sequential Python step of 4 ms per batch;
 - compute-bound: a 256-512-512-1 MLP at batch 512 on in-memory arrays (16 timed steps a run).
 
-For each: `tune(...)`, then the baseline and the chosen setup are rebuilt and timed side by
-side (alternated, `--repeats` rounds of `--steps` steps, medians), independently of the
-search's own measurement.
+For each: `tune(...)` (its search, then its confirmation by whole `fit` epochs), then the
+baseline and the chosen setup are rebuilt and timed side by side (alternated, `--repeats` rounds
+of `--steps` steps, medians), independently of tune's own measurements. Each workload's line
+gives the search's figure for its pick, the confirmed figure (`result.speedup`) and the
+re-timing side by side, and what the confirmation added to the search's time.
 
 Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled models:
 
@@ -19,9 +21,10 @@ Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled mod
   a batch; the batch can only double once), in float32 (`precision=False`: on a CPU with
   AVX512-BF16 the recommended bfloat16 does help it, about 2x), where nothing should help.
 
-For each: the search, then the baseline and the chosen setup rebuilt and timed by plain
-`model.predict(x, batch_size=...)` calls over `--predict-examples` examples (what a batch job
-pays, its per-call set-up included), alternated for `--repeats` rounds. Run:
+For each: the search and its confirmation, then the baseline and the chosen setup rebuilt and
+timed by plain `model.predict(x, batch_size=...)` calls on the workload's data as tune got it
+(or `--predict-examples` examples: what a batch job pays, its per-call set-up included),
+alternated for `--repeats` rounds. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune.py [--mode both] [--budget 90] [--repeats 5]
 
@@ -124,7 +127,7 @@ def predict_side_by_side(build, x, batch_size, result, examples: int, repeats: i
         tuned = result.apply(build())
     runs = {"base": (base, {"batch_size": batch_size}), "tuned": (tuned, result.predict_kwargs)}
     for model, kwargs in runs.values():
-        model.predict(x[:4096], verbose=0, **kwargs)  # traced and compiled before timing
+        model.predict(x, verbose=0, **kwargs)  # traced (the last batch too) before timing
     speeds = {"base": [], "tuned": []}
     for index in range(repeats):
         for name in ("base", "tuned") if index % 2 == 0 else ("tuned", "base"):
@@ -156,7 +159,7 @@ def run_inference(args, ratios: dict) -> None:
         trials = len(result.trials)
         print(f"\n=== {name}: tune(mode='inference') took {search:.1f} s ({trials} trials)")
         print(result)
-        examples = int(args.predict_examples * share)
+        examples = int(args.predict_examples * share) if args.predict_examples else len(x)
         base, tuned, ratio, rounds = predict_side_by_side(
             build, x, batch_size, result, examples, args.repeats
         )
@@ -165,10 +168,27 @@ def run_inference(args, ratios: dict) -> None:
             f"{name}: baseline predict {base:,.0f} examples/s, tuned "
             f"({result.chosen.changes_from(result.baseline)}) {tuned:,.0f} examples/s: "
             f"{ratio:.2f}x [{min(rounds):.2f}-{max(rounds):.2f}] over {args.repeats} alternated "
-            f"predict calls of {examples} examples; search's own "
-            f"{result.speedup:.2f}x; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
+            f"predict calls of {examples} examples (re-timed); {figures(result, search)}; "
+            f"tune {search:.1f} s; load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
+
+
+def figures(result, seconds: float) -> str:
+    """The search's figure for its pick, the confirmed one, and the confirmation's cost."""
+    confirmation = result.confirmation
+    if confirmation is None:
+        return f"search: nothing faster (search {seconds:.1f} s)"
+    pick = max(
+        (t for t in result.trials if t.setup == confirmation.pick and t.status == "faster"),
+        key=lambda t: t.ratio,
+    )
+    share = confirmation.seconds / max(seconds - confirmation.seconds, 1e-9)
+    return (
+        f"search's pick ({pick.label}) {pick.ratio:.2f}x in the search; confirmed "
+        f"{result.speedup:.2f}x for {confirmation.label} by {confirmation.work}; confirmation "
+        f"{confirmation.seconds:.1f} s (+{share:.0%} on the search)"
+    )
 
 
 def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
@@ -207,7 +227,10 @@ def main() -> None:
         "--mode", choices=("training", "inference", "both"), default="both", help="what to tune"
     )
     parser.add_argument(
-        "--predict-examples", type=int, default=65536, help="examples per timed predict call"
+        "--predict-examples",
+        type=int,
+        default=0,
+        help="examples per re-timed predict call (default: the data as tune got it)",
     )
     parser.add_argument("--only", default=None, help="run the workloads whose name has this")
     args = parser.parse_args()
@@ -232,7 +255,8 @@ def main() -> None:
             f"tuned ({result.chosen.changes_from(result.baseline)}) "
             f"{comparison.examples_per_second:,.0f} examples/s: {comparison.ratio:.2f}x "
             f"[{comparison.ratio_low:.2f}-{comparison.ratio_high:.2f}] over {args.repeats} "
-            f"alternated rounds; search cost {search:.1f} s; load {os.getloadavg()[0]:.1f}"
+            f"alternated rounds (re-timed); {figures(result, search)}; tune {search:.1f} s; "
+            f"load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
     print(

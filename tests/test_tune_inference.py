@@ -372,3 +372,55 @@ def test_a_batched_dataset_keeps_its_batches_and_a_known_cost_model_keeps_the_ba
     assert not result.improved and result.predict_kwargs == {}
     assert result.notes[1].startswith("batch size not tried: the dataset is already batched")
     assert "nothing beat it outside the noise" in str(result)
+
+
+@pytest.mark.tensorflow
+def test_the_confirmation_times_whole_predict_calls_set_up_included(float32_policy):
+    clock = CostClock()
+    layers = known_cost_builder(clock, launch=0.010, per_example=0.0001)
+
+    class SetUpCost(keras.Sequential):
+        """predict's own set-up per call (data adapter, iterator) as a known 5 s: the search
+        times from a call's second execution, the user's call pays it."""
+
+        def predict(self, *args, **kwargs):
+            clock.advance(5.0)
+            return super().predict(*args, **kwargs)
+
+    build = lambda: SetUpCost(layers().layers)  # noqa: E731
+    x = np.random.default_rng(0).normal(size=(512, 8)).astype("float32")
+
+    result = tune(
+        build,
+        x,
+        mode="inference",
+        batch_size=64,
+        steps=8,
+        rounds=2,
+        time_budget=1e6,
+        precision=False,
+        clock=clock,
+    )
+
+    # The search: batch 512 at 2.14x (512 per 61.2 ms against 64 per 16.4 ms).
+    pick = result.confirmation.pick
+    assert pick == TuneSetup(1, False, "float32", batch_size=512), str(result)
+    assert max(t.ratio for t in result.trials[1:] if t.status == FASTER) == pytest.approx(
+        (512 / 61.2) / (64 / 16.4)
+    )
+    # Whole calls on the 512 examples: 5.1312 s against 5.0612 s (1.01x), and batch 256
+    # 5.0712 s: inside the 3 % floor, so the baseline is kept and the headline says 1.00x.
+    assert result.confirmation.work == (
+        "whole predict calls on the data as given (512 examples, set-up included)"
+    )
+    assert result.chosen == result.baseline and result.speedup == 1.0
+    assert result.predict_kwargs == {"batch_size": 64}
+    assert result.confirmation.outcome == (
+        "confirmation: the search's pick, batch_size=512, was 1.01x [1.01-1.01] (noise 3%, 5 of "
+        "5 rounds won), not faster beyond the noise; the next-best, batch_size=256, was 1.01x "
+        "[1.01-1.01] (noise 3%, 5 of 5 rounds won), not faster beyond the noise: the baseline "
+        "is kept"
+    )
+    assert "chosen: the baseline, as given: nothing beat it beyond the noise by whole" in str(
+        result
+    )

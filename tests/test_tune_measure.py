@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows, compare
+from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows, combined_noise, compare
 
 
 class FakeRunner:
@@ -29,8 +29,17 @@ def test_rounds_alternate_and_ratios_pair_each_round():
     assert log == ["base", "cand", "cand", "base", "base", "cand", "cand", "base"]
     assert result.baseline_examples_per_second == 100.0
     assert (result.ratio_low, result.ratio, result.ratio_high) == (2.0, 2.0, 4.0)
-    assert result.noise == MIN_NOISE  # a steady baseline: the floor
-    assert result.faster
+    # A steady baseline, but the candidate's runs scatter from 200 to 400 examples/s: its
+    # spread (200 / 200) is the noise, and a 2.0x median does not clear 1 + 1.0.
+    assert result.noise == pytest.approx(1.0)
+    assert not result.faster
+
+
+def test_steady_runs_on_both_sides_leave_the_noise_floor():
+    log = []
+    result = compare(FakeRunner("base", [1.0] * 3, log), FakeRunner("cand", [0.5] * 3, log), 3)
+
+    assert result.noise == MIN_NOISE and result.ratio == 2.0 and result.faster
 
 
 def test_a_gain_inside_the_baselines_own_spread_is_not_faster():
@@ -40,9 +49,37 @@ def test_a_gain_inside_the_baselines_own_spread_is_not_faster():
 
     result = compare(base, cand, rounds=3)
 
-    assert result.noise == pytest.approx((100 - 200 / 3) / 100)
+    # Both sides scatter by a third: the noise is their sum.
+    assert result.noise == pytest.approx(2 * (100 - 200 / 3) / 100)
     assert result.ratio == pytest.approx(1.25) and result.ratio_low > 1
     assert not result.faster
+
+
+def test_a_candidate_whose_own_runs_scatter_is_not_faster_on_a_steady_baseline():
+    log = []
+    base = FakeRunner("base", [1.0] * 5, log)  # 100 examples/s in every round: 0 % spread
+    # 125, 167, 100, 125, 200 examples/s: a 1.25x median, 4 of 5 rounds won, but its own runs
+    # spread over (200 - 100) / 125 = 80 %. The baseline's spread alone (the 3 % floor) would
+    # call it faster.
+    cand = FakeRunner("cand", [0.8, 0.6, 1.0, 0.8, 0.5], log)
+
+    result = compare(base, cand, rounds=5)
+
+    assert result.ratio == pytest.approx(1.25) and result.rounds_won == 4
+    assert combined_noise([100.0] * 5, [125.0] * 5) == MIN_NOISE  # were its runs steady
+    assert result.noise == pytest.approx(0.8)
+    assert not result.faster
+
+
+def test_a_gain_beyond_both_spreads_is_faster():
+    log = []
+    base = FakeRunner("base", [1.0, 1.1, 1.0, 1.0, 1.1], log)  # 100 or 90.9: 9 % spread
+    cand = FakeRunner("cand", [0.5, 0.5, 0.55, 0.5, 0.5], log)  # 200 or 182: 9 % spread
+
+    result = compare(base, cand, rounds=5)
+
+    assert result.noise == pytest.approx(2 * (1 - 1 / 1.1))
+    assert result.ratio > 1 + result.noise and result.faster
 
 
 def test_one_round_lost_does_not_veto_but_most_rounds_lost_do():

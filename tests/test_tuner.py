@@ -300,3 +300,117 @@ def test_callbacks_that_need_batch_hooks_bound_steps_per_execution():
     )
     with pytest.raises(TypeError, match=r"`callbacks` must be a list of keras.callbacks.Callback"):
         _callback_bound(EveryBatch(), 64, notes)
+
+
+# ----------------------------------------------------------------- the confirmation
+
+
+class EpochHookCost(keras.callbacks.Callback):
+    """A user's callback whose epoch hook costs known seconds on the clock (a checkpoint, say):
+    the search's runs never call it, the user's epochs do."""
+
+    def __init__(self, clock, cost):
+        super().__init__()
+        self._clock, self._cost = clock, cost
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._clock.advance(self._cost(self.model))
+
+
+def test_the_confirmation_times_the_users_epochs_and_gives_the_headline():
+    clock = CostClock()
+    result = tune(
+        charged_mlp(clock, launch=0.004, per_step=0.0005),
+        arrays(),  # 1,024 examples: 128 steps of 8, longer than the confirmation's share
+        batch_size=8,
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=8,
+        clock=clock,
+        **QUICK,
+    )
+
+    confirmation = result.confirmation
+    assert confirmation.pick == confirmation.setup == result.chosen
+    # Each side's epoch is cut at the search's own run (32 steps): 0.144 s against 0.032 s.
+    assert confirmation.work == "the first 32 of each fit epoch's 128 steps"
+    assert (confirmation.rounds, confirmation.rounds_won) == (5, 5)
+    assert confirmation.ratio == pytest.approx(4.5) and result.speedup == confirmation.ratio
+    assert confirmation.baseline_examples_per_second == pytest.approx(256 / 0.144)
+    assert confirmation.outcome == ""
+    text = str(result)
+    assert "search's pick: steps_per_execution=8: 4.50x the baseline in the search's runs" in text
+    assert "chosen: steps_per_execution=8: 4.50x the baseline by the first 32 of each" in text
+    assert result.snippet.startswith("# 4.50x the baseline by the first 32")
+    assert result.to_dict()["confirmation"]["ratio"] == pytest.approx(4.5)
+
+
+def test_a_pick_the_users_epochs_do_not_confirm_falls_back_to_the_next_best():
+    clock = CostClock()
+    # At 8 steps per call the callback costs 0.5 s an epoch: 0.144 s against 0.532 s by whole
+    # epochs (0.27x), while 4 steps per call keep their 3.0x (0.144 s against 0.048 s).
+    slow_at_eight = EpochHookCost(clock, lambda m: 0.5 if m.steps_per_execution == 8 else 0.0)
+    result = tune(
+        charged_mlp(clock, launch=0.004, per_step=0.0005),
+        arrays(256),  # 32 steps of 8: whole epochs fit
+        batch_size=8,
+        callbacks=[slow_at_eight],
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=8,
+        clock=clock,
+        **QUICK,
+    )
+
+    confirmation = result.confirmation
+    assert confirmation.pick.steps_per_execution == 8
+    assert result.chosen.steps_per_execution == 4 == confirmation.setup.steps_per_execution
+    assert confirmation.work == "whole fit epochs (32 steps, callbacks included)"
+    assert result.speedup == pytest.approx(3.0)
+    assert confirmation.outcome == (
+        "confirmation: the search's pick, steps_per_execution=8, was 0.27x [0.27-0.27] (noise "
+        "3%, 0 of 5 rounds won), not faster beyond the noise: steps_per_execution=4 is chosen"
+    )
+    assert confirmation.outcome in str(result).splitlines()
+    assert result.chosen_trial.ratio == pytest.approx(3.0)  # the search's own figure for it
+    # The search's seconds are its own; the confirmation's come on top (nothing else ran).
+    assert result.seconds + confirmation.seconds == pytest.approx(clock.now)
+    assert f"search: 4 trials in {result.seconds:.1f} s" in str(result)
+
+
+def test_when_no_pick_is_faster_by_the_users_epochs_the_baseline_is_kept():
+    clock = CostClock()
+    # A 5 s epoch hook for every setup: 5.144 s against 5.032 s (1.02x, every round won) is
+    # inside the 3 % noise floor; so is 4 steps per call.
+    result = tune(
+        charged_mlp(clock, launch=0.004, per_step=0.0005),
+        arrays(256),
+        batch_size=8,
+        callbacks=[EpochHookCost(clock, lambda m: 5.0)],
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=8,
+        clock=clock,
+        **QUICK,
+    )
+
+    assert not result.improved and result.chosen == result.baseline
+    assert result.speedup == 1.0
+    assert result.confirmation.outcome.endswith(
+        "steps_per_execution=4, was 1.02x [1.02-1.02] (noise 3%, 5 of 5 rounds won), not "
+        "faster beyond the noise: the baseline is kept"
+    )
+    text = str(result)
+    assert "search's pick: steps_per_execution=8: 4.50x the baseline in the search's runs" in text
+    assert (
+        "chosen: the baseline, as given: nothing beat it beyond the noise by whole fit epochs "
+        "(32 steps, callbacks included)"
+    ) in text
+    assert "model.compile" not in text  # no snippet for the baseline
+
+
+def test_confirm_rounds_is_checked():
+    with pytest.raises(ValueError, match=r"`confirm_rounds` must be at least 5.*confirm_rounds=3"):
+        tune(tiny_mlp, arrays(), confirm_rounds=3)
+    with pytest.raises(TypeError, match=r"confirm_rounds='5'"):
+        tune(tiny_mlp, arrays(), confirm_rounds="5")

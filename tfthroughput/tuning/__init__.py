@@ -14,6 +14,7 @@ from tfthroughput._lazy import lazy_exports
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
+    "Confirmation": "tfthroughput.tuning.confirmation",
     "InferenceTrial": "tfthroughput.tuning.inference_result",
     "InferenceTuneResult": "tfthroughput.tuning.inference_result",
     "LossCheck": "tfthroughput.tuning.loss_check",

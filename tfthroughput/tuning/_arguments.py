@@ -73,6 +73,17 @@ def check_rounds(rounds: int) -> None:
         )
 
 
+def check_confirm_rounds(confirm_rounds: object) -> None:
+    """``confirm_rounds`` is an int of at least 5: the confirmation decides the headline, so its
+    verdict rests on most of 5 rounds at least (a descheduled run can sway 2 of 3)."""
+    check_positive_int("confirm_rounds", confirm_rounds)
+    if confirm_rounds < 5:
+        raise ValueError(
+            "`confirm_rounds` must be at least 5 (the confirmation's verdict decides what "
+            f"tune hands back). Received: confirm_rounds={confirm_rounds}"
+        )
+
+
 def check_seed(seed: object) -> None:
     """``seed`` is a non-negative int (a bool is not)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -216,6 +227,17 @@ class SearchArguments:
     time_budget: float
     steps: int
     rounds: int
+    confirm_rounds: int
+
+    def check_search(self) -> None:
+        """The checks every mode runs first, ``time_budget`` normalised (frozen: set here)."""
+        check_builder(self.build_model)
+        budget = check_positive_seconds("time_budget", self.time_budget)
+        object.__setattr__(self, "time_budget", budget)
+        check_positive_int("steps", self.steps)
+        check_positive_int("rounds", self.rounds)
+        check_rounds(self.rounds)
+        check_confirm_rounds(self.confirm_rounds)
 
 
 @dataclass(frozen=True)
@@ -244,11 +266,7 @@ class TuneArguments(SearchArguments):
     training: TrainingData = field(init=False)
 
     def __post_init__(self) -> None:
-        check_builder(self.build_model)
-        time_budget = check_positive_seconds("time_budget", self.time_budget)
-        check_positive_int("steps", self.steps)
-        check_positive_int("rounds", self.rounds)
-        check_rounds(self.rounds)
+        self.check_search()
         check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         loss_tolerance = check_fraction("loss_tolerance", self.loss_tolerance)
         check_seed(self.seed)
@@ -258,7 +276,6 @@ class TuneArguments(SearchArguments):
                 raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
         check_callable("clock", self.clock)
         # Frozen: the normalised numbers and the training data are set once, here.
-        object.__setattr__(self, "time_budget", time_budget)
         object.__setattr__(self, "loss_tolerance", loss_tolerance)
         object.__setattr__(self, "training", training_data(self.data, self.batch_size))
         object.__setattr__(self, "strategy", find_strategy(self.strategy))

@@ -81,6 +81,27 @@ class InferenceData:
         batches = max(1, CHECK_EXAMPLES // max(1, self.batch_examples()))
         return {"x": self.value.take(batches)}
 
+    def whole_feed(self, batch_size: int | None, most: float) -> tuple[dict[str, Any], bool]:
+        """``predict`` arguments for the data as given at ``batch_size``, and whether that is
+        all of it: the first ``most`` examples (at least a batch) where it holds more, or where
+        a dataset does not end or its length is unknown."""
+        if self.kind == ARRAYS:
+            keep = max(batch_size, int(most))
+            if keep >= self.examples:
+                return {"x": self.value, "batch_size": batch_size}, True
+            take = lambda array: np.asarray(array)[:keep]  # noqa: E731
+            return {
+                "x": keras.tree.map_structure(take, self.value),
+                "batch_size": batch_size,
+            }, False
+        dataset = self._batched(batch_size)
+        per_batch = batch_size if batch_size is not None else self.batch_examples()
+        allowed = max(1, int(most // per_batch))
+        batches = int(dataset.cardinality())
+        if 0 <= batches <= allowed:
+            return {"x": dataset}, True
+        return {"x": dataset.take(allowed)}, False
+
     def batch_examples(self) -> int:
         """Examples in one batch as given (the first batch of a batched dataset)."""
         if self.batch_size is not None:

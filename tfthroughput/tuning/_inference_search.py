@@ -28,12 +28,14 @@ from typing import Any
 
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
 from tfthroughput.tuning._inference_trials import (
+    _WARMUP_EXECUTIONS,
     LATENCY_SAMPLES,
     InferenceSettings,
     InferenceTrials,
 )
 from tfthroughput.tuning._knob_line import double_along
 from tfthroughput.tuning._status import FAILED, OUTPUTS_DIFFER, OVER_LATENCY
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -58,7 +60,9 @@ class InferenceSearch(InferenceTrials):
                 self._try(self._best[0].with_(policy=policy))
         finally:
             self._base.close()
-        chosen = self._best[0]
+        seconds = self._clock() - self._start  # the search's own: the confirmation has its own
+        confirmation = self._confirm()
+        chosen = self._best[0] if confirmation is None else confirmation.setup
         self._trials[0] = replace(
             self._trials[0],
             examples_per_second=statistics.median(self._baseline_speeds or [self._first_speed]),
@@ -70,12 +74,61 @@ class InferenceSearch(InferenceTrials):
             baseline=self._base_setup,
             chosen=chosen,
             trials=tuple(self._trials),
-            seconds=self._clock() - self._start,
+            seconds=seconds,
             time_budget=self._settings.time_budget,
             stopped_by_budget=self._stopped,
             max_batch_latency_ms=self._settings.max_batch_latency_ms,
             notes=tuple(self._notes + self._chosen_notes(chosen)),
+            confirmation=confirmation,
         )
+
+    def _confirm(self) -> Confirmation | None:
+        """The search's pick against a rebuilt baseline by whole ``predict`` calls on the data
+        as given (``tuning/confirmation.py``); ``None`` where nothing beat the baseline."""
+        speed = statistics.median(self._baseline_speeds or [self._first_speed])
+        candidates, most = self._to_confirm(speed, self._examples_per_run)
+        if not candidates:
+            return None
+        size = self._base_setup.batch_size or 1
+        most = most // size * size  # whole batches of the given size: the same examples each
+        counted: list[int] = []
+
+        def start(setup: TuneSetup) -> WholeRuns:
+            spe = setup.steps_per_execution
+            given = None if setup == self._base_setup else setup
+            runner = self._runner(
+                given,
+                self._build_model,
+                self._data,
+                steps=2 * spe,
+                warmup_steps=_WARMUP_EXECUTIONS * spe,
+                seed=self._settings.seed,
+                clock=self._clock,
+            )
+            runner.start()
+            feed, _ = self._data.whole_feed(runner.setup.batch_size, most)
+            _, examples = runner.whole_call(feed)  # the timed calls' warm-up
+            counted.append(examples)
+            return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
+
+        whole = self._data.whole_feed(self._base_setup.batch_size, most)[1]
+        confirmation = confirm(
+            start,
+            self._base_setup,
+            candidates,
+            rounds=self._settings.confirm_rounds,
+            clock=self._clock,
+            work="predict calls",
+        )
+        # Each side calls predict at its own batch size, so the work names the examples only.
+        examples = f"{counted[0]:,} examples" if counted else "the data"
+        total = "the data" if self._data.examples is None else f"{self._data.examples:,}"
+        work = (
+            f"whole predict calls on the data as given ({examples}, set-up included)"
+            if whole
+            else f"predict calls on the first {examples} of {total} (set-up included)"
+        )
+        return replace(confirmation, work=work)
 
     # ------------------------------------------------------------------------- the knobs
 

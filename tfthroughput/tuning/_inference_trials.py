@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import keras
 
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._measure import MIN_NOISE, Comparison, GPUWindows, compare
+from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows, compare
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import (
@@ -23,7 +23,8 @@ from tfthroughput.tuning._status import (
     OUTPUTS_DIFFER,
     OVER_LATENCY,
 )
-from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
+from tfthroughput.tuning._trial_loop import TrialLoop
+from tfthroughput.tuning._trial_verdict import as_given, measured, speed_status
 from tfthroughput.tuning.inference_result import InferenceTrial
 from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
 from tfthroughput.tuning.setup import TuneSetup
@@ -54,9 +55,10 @@ class InferenceSettings:
     policy: str | None  # the recommended policy to try, or None
     try_xla: bool
     notes: tuple[str, ...]
+    confirm_rounds: int = 0  # rounds of the confirmation by whole predict calls (0: none)
 
 
-class InferenceTrials:
+class InferenceTrials(TrialLoop):
     """The baseline, and one trial at a time against it, within the time budget.
 
     ``runner`` makes each trial's runner (:class:`PredictRunner`'s signature); tests give
@@ -72,15 +74,8 @@ class InferenceTrials:
         gpu: GPUWindows,
         runner: Callable[..., PredictRunner] = PredictRunner,
     ) -> None:
-        self._build_model, self._data, self._settings = build_model, data, settings
-        self._clock, self._gpu, self._runner = clock, gpu, runner
-        self._start = clock()
-        self._costs: list[float] = []
-        self._trials: list[InferenceTrial] = []
-        self._notes = list(settings.notes)
-        self._stopped = False
-        self._baseline_speeds: list[float] = []
-        self._best: tuple[TuneSetup, Comparison | None] | None = None
+        super().__init__(build_model, data, settings, clock, gpu)
+        self._runner = runner
         self._best_outputs = None
 
     def _measure_baseline(self) -> None:
@@ -122,12 +117,6 @@ class InferenceTrials:
         if setup.batch_size is None or self._base_setup.batch_size is None:
             return self._base.steps
         return max(1, self._examples_per_run // setup.batch_size)
-
-    def _out_of_time(self) -> bool:
-        elapsed = self._clock() - self._start
-        if over_budget(elapsed, self._costs, self._settings.time_budget):
-            self._stopped = True
-        return self._stopped
 
     def _try(self, setup: TuneSetup) -> InferenceTrial | None:
         if self._out_of_time():

@@ -137,6 +137,17 @@ class PredictRunner:
             raise TrialFailed(f"predict ran fewer than {self.steps} batches")
         return (end - timer.start) * self.steps / (self.steps - timer.timed_from)
 
+    def whole_call(self, feed: dict[str, Any]) -> tuple[float, int]:
+        """Seconds of one whole ``predict`` call on ``feed``, from the call to its return
+        (its set-up included: the confirmation times what the user's call costs), and the
+        examples it predicted."""
+        start = self._clock()
+        try:
+            outputs = self.model.predict(**feed, verbose=0)
+        except Exception as error:  # noqa: BLE001
+            raise TrialFailed(_predict_reason(error)) from error
+        return self._clock() - start, int(keras.tree.flatten(outputs)[0].shape[0])
+
     def sample_latency(self, count: int) -> None:
         """Time ``count`` single-batch calls (``predict_on_batch``, outputs on the host)."""
         for _ in range(count):

@@ -56,7 +56,12 @@ class ResultBase:
 
     @property
     def speedup(self) -> float:
-        """Median ratio of the chosen setup to the baseline (``1.0`` for the baseline)."""
+        """Median ratio of the chosen setup to the baseline as the user runs it: the
+        confirmation's (whole ``fit`` epochs or ``predict`` calls); the search's own where no
+        confirmation ran; ``1.0`` for the baseline."""
+        confirmation = getattr(self, "confirmation", None)
+        if confirmation is not None:
+            return confirmation.ratio
         return self.chosen_trial.ratio or 1.0
 
     @property

@@ -12,7 +12,7 @@ import contextlib
 import math
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -32,7 +32,10 @@ class TrialFailed(Exception):
 
 class _EpochSeconds(keras.callbacks.Callback):
     """Times each epoch with epoch hooks only, so Keras keeps dispatching steps asynchronously;
-    an epoch ends with Keras reading the loss back, so its time covers the steps' execution."""
+    an epoch ends with Keras reading the loss back, so its time covers the steps' execution.
+
+    :meth:`around` puts its start before and its end after the user's callbacks, so their
+    epoch hooks are timed too, as they are in the user's epochs."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -40,11 +43,23 @@ class _EpochSeconds(keras.callbacks.Callback):
         self._start = 0.0
         self.seconds: list[float] = []
 
-    def on_epoch_begin(self, epoch, logs=None):
+    def begin(self) -> None:
         self._start = self._clock()
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds.append(self._clock() - self._start)
+
+    def around(self, callbacks: Sequence[keras.callbacks.Callback]) -> list:
+        return [_EpochStart(self), *callbacks, self]
+
+
+class _EpochStart(keras.callbacks.Callback):
+    def __init__(self, timer: _EpochSeconds) -> None:
+        super().__init__()
+        self._timer = timer
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._timer.begin()
 
 
 def _reason(error: BaseException) -> str:
@@ -76,6 +91,9 @@ class Runner:
         warm_data: Called once before the warm-up (fills a cache: a full pass of the data).
         warmup_steps: Steps of the warm-up (whose mean loss is compared); defaults to
             ``steps``.
+        callbacks: The user's callbacks, run in every ``fit`` (the confirmation's epochs).
+
+    ``steps`` (and ``warmup_steps``) ``None``: each run is an epoch to the data's end.
     """
 
     def __init__(
@@ -84,13 +102,14 @@ class Runner:
         build_model: Callable[[], keras.Model],
         feed: dict[str, Any],
         *,
-        steps: int,
+        steps: int | None,
         examples_per_step: int,
         seed: int,
         clock: Callable[[], float],
         warm_data: Callable[[], None] | None = None,
         batch_size: int | None = None,
         warmup_steps: int | None = None,
+        callbacks: Sequence[keras.callbacks.Callback] = (),
     ) -> None:
         self.setup = setup
         self.warmup_steps = warmup_steps or steps
@@ -102,6 +121,7 @@ class Runner:
         self._seed = seed
         self._clock = clock
         self._warm_data = warm_data
+        self._callbacks = tuple(callbacks)
         self.model: keras.Model | None = None
         self.warmup_seconds = 0.0
         self.warmup_loss = math.nan
@@ -149,7 +169,7 @@ class Runner:
         self.model, notes = configured_model(self._build_model, self.setup, loop="train")
         self.notes += notes
 
-    def _fit(self, steps: int) -> tuple[float, float]:
+    def _fit(self, steps: int | None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
         try:
             history = self.model.fit(
@@ -157,7 +177,7 @@ class Runner:
                 epochs=1,
                 steps_per_epoch=steps,
                 verbose=0,
-                callbacks=[timer],
+                callbacks=timer.around(self._callbacks),
             )
         except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
             raise TrialFailed(_reason(error)) from error

@@ -29,8 +29,11 @@ from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, PY_DATASET
 from tfthroughput.tuning._epoch import divides
 from tfthroughput.tuning._measure import MIN_NOISE
+from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import FAILED
 from tfthroughput.tuning._trials import SearchSettings, TrialRunner, _repeat_batch
+from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.result import TuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -61,7 +64,9 @@ class Search(TrialRunner):
                 self._batch_knob()
         finally:
             self._base.close()
-        chosen = self._best[0]
+        seconds = self._clock() - self._start  # the search's own: the confirmation has its own
+        confirmation = self._confirm()
+        chosen = self._best[0] if confirmation is None else confirmation.setup
         if self._baseline_speeds:
             self._trials[0] = replace(
                 self._trials[0],
@@ -72,14 +77,55 @@ class Search(TrialRunner):
             baseline=self._base_setup,
             chosen=chosen,
             trials=tuple(self._trials),
-            seconds=self._clock() - self._start,
+            seconds=seconds,
             time_budget=self._settings.time_budget,
             stopped_by_budget=self._stopped,
             pipeline_kwargs=(
                 dict(self._plan.build_pipeline_kwargs) if chosen.pipeline and self._plan else None
             ),
             notes=tuple(self._notes + self._chosen_notes(chosen)),
+            confirmation=confirmation,
         )
+
+    def _confirm(self) -> Confirmation | None:
+        """The search's pick against a rebuilt baseline by whole ``fit`` epochs of the user's
+        data (``tuning/confirmation.py``); ``None`` where nothing beat the baseline."""
+        base = self._base_setup
+        base_step = self._examples_per_step(base.batch_size)
+        speed = statistics.median(self._baseline_speeds or [1.0])
+        candidates, most = self._to_confirm(speed, self._timed_steps * base_step)
+        if not candidates:
+            return None
+        multiple = max(s.steps_per_execution for s, _ in [(base, ""), *candidates])
+        epoch = self._settings.epoch_steps
+
+        def start(setup: TuneSetup) -> WholeRuns:
+            step = self._examples_per_step(setup.batch_size)
+            plan = epoch_plan(self._data, setup.batch_size, step, epoch, most, multiple)
+            feed, warm = epoch_feed(self._data, setup, plan, self._plan, epoch)
+            build = self._build_model
+            if setup.augment_on_device:
+                build = _device_augmentation.device_builder(build, feed["x"])
+            told = feed.pop("steps_per_epoch")
+            runner = Runner(
+                None if setup == base else setup,
+                build,
+                feed,
+                steps=told,
+                examples_per_step=step,
+                seed=self._settings.seed,
+                clock=self._clock,
+                warm_data=warm,
+                batch_size=base.batch_size,
+                callbacks=self._settings.callbacks,
+            )
+            runner.start()  # a whole (or shortened) epoch: the timed epochs' warm-up
+            return WholeRuns(runner, plan.examples)
+
+        plan = epoch_plan(self._data, base.batch_size, base_step, epoch, most, multiple)
+        work = plan.work(bool(self._settings.callbacks))
+        rounds = self._settings.confirm_rounds
+        return confirm(start, base, candidates, rounds=rounds, clock=self._clock, work=work)
 
     def _pipeline_knob(self) -> None:
         fraction = None

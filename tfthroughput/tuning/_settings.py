@@ -57,6 +57,8 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
         allow_batch_change=arguments.allow_batch_change,
         notes=tuple(notes),
         epoch_steps=epoch,
+        confirm_rounds=arguments.confirm_rounds,
+        callbacks=tuple(arguments.callbacks or ()),
     )
 
 

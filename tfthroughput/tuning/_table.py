@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from tfthroughput.tuning._status import BASELINE, PROBE
+from tfthroughput.tuning._status import BASELINE, FASTER, PROBE
 
-# TuneResult and TuneTrial (tuning/result.py imports this module, so they are not imported).
+# The results and their trials (they import this module, so they are not imported here).
 TuneResult = TuneTrial = Any
 # Columns one table adds: (header, trial field, format of its value).
 Extra = tuple[tuple[str, str, str], ...]
@@ -80,27 +81,90 @@ def none_tried(result: TuneResult) -> str:
     return " (no knob applied: see the notes)"
 
 
-def render(result: TuneResult) -> str:
+def confirmed_figure(confirmation: Any) -> str:
+    """The confirmed ratio with its spread, as the ``chosen:`` line and the snippet say it."""
+    c = confirmation
+    return (
+        f"{c.ratio:.2f}x the baseline by {c.work} [{c.ratio_low:.2f}-{c.ratio_high:.2f}], "
+        f"noise {c.noise:.0%}, {c.rounds_won} of {c.rounds} rounds won"
+    )
+
+
+def confirmation_lines(result: Any) -> list[str]:
+    """The search's pick with the search's figure, the confirmation, and the choice it made
+    (with the snippet and the notes), for a result whose search found a faster setup."""
+    c = result.confirmation
+    pick = max(
+        (t for t in result.trials if t.setup == c.pick and t.status == FASTER),
+        key=lambda t: t.ratio,
+    )
+    lines = [
+        f"search's pick: {pick.label}: {pick.ratio:.2f}x the baseline in the search's runs "
+        f"(lowest round {pick.ratio_low:.2f}x, noise {pick.noise:.0%})",
+        f"confirmation: {c.rounds} alternated rounds of {c.work} in {c.seconds:.1f} s",
+    ]
+    if c.outcome:
+        lines.append(c.outcome)
+    if result.improved:
+        lines += [f"chosen: {c.label}: {confirmed_figure(c)}", "", result.snippet]
+    else:
+        kept = "chosen: the baseline, as given: nothing beat it beyond the noise by "
+        lines.append(kept + c.work)
+    return lines + [f"note: {note}" for note in result.notes]
+
+
+@dataclass(frozen=True)
+class TableWords:
+    """What a mode's table says differently; the table itself is one.
+
+    Attributes:
+        first: The first column's header.
+        check: The trial's check field (``"loss_check"``, ``"output_check"``).
+        extra: Columns between the noise and the warm-up.
+        search: The search line's first word(s).
+        unit: What the chosen ratio is of (without a confirmation).
+        kept: What the baseline was kept within, after "outside the noise".
+    """
+
+    first: str
+    check: str
+    extra: Extra = ()
+    search: str = "search"
+    unit: str = "the baseline"
+    kept: str = ""
+
+
+TRAINING = TableWords("setting", "loss_check")
+
+
+def render(result: Any, words: TableWords = TRAINING) -> str:
     """The trials as an aligned table, then the choice, the snippet and the notes."""
-    lines = trial_table(result.trials, first="setting", check="loss_check")
+    lines = trial_table(result.trials, first=words.first, check=words.check, extra=words.extra)
     budget = " (stopped by the time budget)" if result.stopped_by_budget else ""
+    limit = getattr(result, "max_batch_latency_ms", None)
     lines.append("")
     lines.append(
-        f"search: {len(result.trials)} trials in {result.seconds:.1f} s "
+        f"{words.search}: {len(result.trials)} trials in {result.seconds:.1f} s "
         f"(budget {result.time_budget:.0f} s){budget}"
+        + ("" if limit is None else f"; latency limit {limit:g} ms per batch (p95)")
     )
     if getattr(result, "distribution", None) is not None:
         lines.append(f"strategy: {result.distribution}")
+    if result.confirmation is not None:
+        return "\n".join(lines + confirmation_lines(result))
     if result.improved:
         trial = result.chosen_trial
         lines.append(
-            f"chosen: {trial.label}: {trial.ratio:.2f}x the baseline "
+            f"chosen: {trial.label}: {trial.ratio:.2f}x {words.unit} "
             f"(lowest round {trial.ratio_low:.2f}x, noise {trial.noise:.0%})"
         )
         lines += ["", result.snippet]
     else:
         lines.append(
-            "chosen: the baseline, as given: nothing beat it outside the noise" + none_tried(result)
+            "chosen: the baseline, as given: nothing beat it outside the noise"
+            + words.kept
+            + ("" if limit is None else " and the latency limit")
+            + none_tried(result)
         )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import keras
 
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
-from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
+from tfthroughput.tuning._measure import GPUWindows, compare
 from tfthroughput.tuning._runner import Runner, TrialFailed
 from tfthroughput.tuning._status import (
     FAILED,
@@ -23,7 +23,8 @@ from tfthroughput.tuning._status import (
     PROBE,
     REJECTED,
 )
-from tfthroughput.tuning._trial_verdict import as_given, measured, over_budget, speed_status
+from tfthroughput.tuning._trial_loop import TrialLoop
+from tfthroughput.tuning._trial_verdict import as_given, measured, speed_status
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
 from tfthroughput.tuning.result import TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
@@ -48,9 +49,11 @@ class SearchSettings:
     allow_batch_change: bool
     notes: tuple[str, ...]
     epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
+    confirm_rounds: int = 0  # rounds of the confirmation by whole epochs (0: none)
+    callbacks: tuple = ()  # the user's, run in the confirmation's epochs
 
 
-class TrialRunner:
+class TrialRunner(TrialLoop):
     """The baseline, and one trial at a time against it, within the time budget."""
 
     def __init__(
@@ -61,21 +64,9 @@ class TrialRunner:
         clock: Callable[[], float],
         gpu: GPUWindows,
     ) -> None:
-        self._build_model = build_model
-        self._data = data
-        self._settings = settings
-        self._clock = clock
-        self._gpu = gpu
-        self._start = clock()
-        self._costs: list[float] = []
-        self._trials: list[TuneTrial] = []
-        self._notes = list(settings.notes)
-        self._stopped = False
+        super().__init__(build_model, data, settings, clock, gpu)
         self._plan: _pipeline.PipelinePlan | None = None
         self._base: Runner | None = None
-        self._base_setup: TuneSetup | None = None
-        self._best: tuple[TuneSetup, Comparison | None] | None = None
-        self._baseline_speeds: tuple[float, ...] = ()
 
     # ----------------------------------------------------------------------------- plan
 
@@ -118,12 +109,6 @@ class TrialRunner:
             runner.steps *= 2
             runner.set_feed(self._data.feed(self._data.batch_size, runner.steps))
         return runner.steps
-
-    def _out_of_time(self) -> bool:
-        elapsed = self._clock() - self._start
-        if over_budget(elapsed, self._costs, self._settings.time_budget):
-            self._stopped = True
-        return self._stopped
 
     def _try(
         self,

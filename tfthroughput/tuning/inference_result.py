@@ -6,10 +6,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfthroughput.tuning._inference_table import render
 from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
+from tfthroughput.tuning._table import TableWords, confirmed_figure, render
+from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
+
+_WORDS = TableWords(
+    "predict setting",
+    "output_check",
+    extra=(("p50 ms", "latency_p50_ms", "{:.2f}"), ("p95 ms", "latency_p95_ms", "{:.2f}")),
+    search="inference search",
+    unit="the baseline's examples/s",
+    kept=" within the output tolerance",
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,7 @@ class InferenceTrial(TrialBase):
         ratio: Median ratio to the baseline in the same rounds.
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
-        noise: The baseline's relative spread in the same rounds.
+        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
         rounds_won: Rounds in which it beat the baseline.
         latency_p50_ms: Median milliseconds of one batch (one ``predict_on_batch`` call of
             ``batch_size`` examples, outputs back on the host).
@@ -65,11 +75,16 @@ class InferenceTuneResult(ResultBase):
         stopped_by_budget: Whether the budget ended the search before every knob was tried.
         max_batch_latency_ms: The latency limit of one batch (p95, milliseconds), or ``None``.
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
+        confirmation: The search's pick against the baseline, rebuilt and timed by whole
+            ``predict`` calls (:class:`~tfthroughput.tuning.Confirmation`): it decides
+            ``chosen`` and gives ``speedup``; ``None`` where nothing beat the baseline in the
+            search.
     """
 
     trials: tuple[InferenceTrial, ...]
     max_batch_latency_ms: float | None = None
     notes: tuple[str, ...] = field(default=())
+    confirmation: Confirmation | None = None
 
     @property
     def predict_kwargs(self) -> dict[str, Any]:
@@ -103,6 +118,8 @@ class InferenceTuneResult(ResultBase):
     def snippet(self) -> str:
         """Python lines that apply the chosen setup, with a note for a SavedModel."""
         chosen, lines = self.chosen, []
+        if self.confirmation is not None and self.improved:
+            lines.append(f"# {confirmed_figure(self.confirmation)}")
         if chosen.policy != self.baseline.policy:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
         lines.append("model = build_model()")
@@ -128,13 +145,14 @@ class InferenceTuneResult(ResultBase):
             "predict_kwargs": self.predict_kwargs,
             "notes": list(self.notes),
             "trials": [trial_dict(t, "output_check") for t in self.trials],
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
         }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
 
     def __str__(self) -> str:
-        return render(self)
+        return render(self, _WORDS)
 
     def write_to_tensorboard(self, log_dir: str) -> str:
         """Write the table to TensorBoard's Text tab (tag ``tune/inference``, as a preformatted

@@ -17,16 +17,14 @@ import keras
 from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.tuning._arguments import (
     SearchArguments,
-    check_builder,
     check_fraction,
-    check_positive_seconds,
-    check_rounds,
     check_seed,
 )
 from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
 from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 
 # Relative difference of outputs allowed for knobs that change the arithmetic (XLA, the
@@ -114,11 +112,8 @@ class InferenceArguments(SearchArguments):
     inputs: InferenceData = field(init=False)
 
     def __post_init__(self) -> None:
-        check_builder(self.build_model)
-        budget = check_positive_seconds("time_budget", self.time_budget)
-        for name in ("steps", "rounds", "max_steps_per_execution"):
-            check_positive_int(name, getattr(self, name))
-        check_rounds(self.rounds)
+        self.check_search()
+        check_positive_int("max_steps_per_execution", self.max_steps_per_execution)
         limit = check_latency_limit(self.max_batch_latency_ms)
         tolerance = self.output_tolerance
         tolerance = (
@@ -131,7 +126,6 @@ class InferenceArguments(SearchArguments):
             raise TypeError(f"`xla` must be a bool. Received: xla={self.xla!r}")
         check_callable("clock", self.clock)
         for name, value in (
-            ("time_budget", budget),
             ("max_batch_latency_ms", limit),
             ("output_tolerance", tolerance),
             ("inputs", inference_data(self.data, self.batch_size)),
@@ -162,6 +156,7 @@ class InferenceArguments(SearchArguments):
             policy=policy,
             try_xla=xla,
             notes=tuple(notes),
+            confirm_rounds=self.confirm_rounds,
         )
 
 
@@ -173,6 +168,7 @@ def tune_inference(
     time_budget: float = 180.0,
     steps: int = 128,
     rounds: int = 3,
+    confirm_rounds: int = CONFIRM_ROUNDS,
     precision: Any = None,
     pipeline: bool = True,
     xla: bool = True,

@@ -16,7 +16,8 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     REJECTED,
     SLOWER,
 )
-from tfthroughput.tuning._table import render
+from tfthroughput.tuning._table import confirmed_figure, render
+from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
@@ -36,7 +37,7 @@ class TuneTrial(TrialBase):
         ratio: Median ratio to the baseline in the same rounds; ``None`` when it failed.
         ratio_low: Lowest per-round ratio.
         ratio_high: Highest per-round ratio.
-        noise: The baseline's relative spread in the same rounds.
+        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
         rounds_won: Rounds in which it beat the baseline.
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
@@ -73,12 +74,16 @@ class TuneResult(ResultBase):
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
         distribution: The ``tf.distribute`` strategy the trials ran under, with the global and
             per-replica batch of the baseline and the chosen setup; ``None`` without one.
+        confirmation: The search's pick against the baseline, rebuilt and timed by whole
+            ``fit`` epochs (:class:`~tfthroughput.tuning.Confirmation`): it decides ``chosen``
+            and gives ``speedup``; ``None`` where nothing beat the baseline in the search.
     """
 
     trials: tuple[TuneTrial, ...]
     pipeline_kwargs: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
     distribution: TuneDistribution | None = None
+    confirmation: Confirmation | None = None
 
     def apply(self, model: Any) -> Any:
         """Set the chosen ``steps_per_execution`` and ``jit_compile`` on a compiled model.
@@ -93,6 +98,8 @@ class TuneResult(ResultBase):
     def snippet(self) -> str:
         """Python lines that apply the chosen setup, to paste into a training script."""
         chosen, lines = self.chosen, []
+        if self.confirmation is not None and self.improved:
+            lines.append(f"# {confirmed_figure(self.confirmation)}")
         if chosen.policy != self.baseline.policy:
             lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
@@ -100,6 +107,7 @@ class TuneResult(ResultBase):
         spe = chosen.steps_per_execution
         if spe > 1 and spe != self.baseline.steps_per_execution:
             compile_line += f"  # Keras runs whole executions: steps_per_epoch a multiple of {spe}"
+
         build = ["model = build_model()", compile_line]
         if self.distribution is not None:
             scope = f"with strategy.scope():  # the {self.distribution.strategy} tune ran under"
@@ -128,6 +136,7 @@ class TuneResult(ResultBase):
             "notes": list(self.notes),
             "trials": [trial_dict(t, "loss_check") for t in self.trials],
             "distribution": None if self.distribution is None else self.distribution.to_dict(),
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
         }
 
     def to_json(self) -> str:

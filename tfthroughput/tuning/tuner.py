@@ -18,6 +18,7 @@ from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
@@ -33,6 +34,7 @@ def tune(
     time_budget: float = 180.0,
     steps: int = 128,
     rounds: int = 3,
+    confirm_rounds: int = CONFIRM_ROUNDS,
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
     strategy: Any | None = None,
     precision: PrecisionRecommendation | bool | None = None,
@@ -50,10 +52,10 @@ def tune(
 ) -> TuneResult | InferenceTuneResult:
     """Measure the throughput knobs on fresh copies of a model and choose the fastest setup.
 
-    The baseline is the model exactly as ``build_model`` compiles it; then, each on top of the
-    best setup so far: the input pipeline, ``steps_per_execution`` with XLA as compiled and
-    flipped, the recommended dtype policy, and with ``allow_batch_change`` batches 2x and 4x,
-    each kept only if faster beyond the noise with the baseline's loss (the page "Tune").
+    Against the model as ``build_model`` compiles it, each on the best setup so far: the input
+    pipeline, ``steps_per_execution`` with XLA as compiled and flipped, the recommended policy,
+    with ``allow_batch_change`` batches 2x and 4x; each kept only if faster beyond the noise
+    with the baseline's loss, the pick confirmed by whole ``fit`` epochs (the page "Tune").
 
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
@@ -65,7 +67,9 @@ def tune(
         time_budget: Seconds the search may take. Defaults to ``180``.
         steps: Steps of a warm-up and of the shortest timed run. Defaults to ``128``.
         rounds: Alternated rounds per trial, at least 2. Defaults to ``3``.
-        callbacks: Your callbacks: one needing every batch's hook bounds ``steps_per_execution``.
+        confirm_rounds: Rounds of the confirmation (whole epochs or ``predict`` calls, which
+            give ``speedup``), at least 5. Defaults to ``5``.
+        callbacks: Yours: run in the confirmation; batch hooks bound ``steps_per_execution``.
         strategy: A ``tf.distribute.Strategy`` every trial is built and trained under (the
             batch is then global; the result's ``distribution`` gives it per replica).
             Defaults to ``None``: the scope ``tune`` is called in, if any. TensorFlow only.
@@ -84,8 +88,7 @@ def tune(
         output_tolerance: Inference: output difference allowed, relative. Default: ``0.02``.
 
     Returns:
-        A frozen :class:`~tfthroughput.tuning.TuneResult` (``InferenceTuneResult`` in inference
-        mode): ``print`` it; ``compile_kwargs``, ``apply(model)``, ``snippet`` apply it.
+        A frozen :class:`~tfthroughput.tuning.TuneResult` (``InferenceTuneResult``): print it.
 
     Raises:
         TypeError: If an argument has the wrong type (``build_model`` or what it returns).
@@ -98,7 +101,10 @@ def tune(
     given, inference = split_mode(locals())  # inference: None in training mode
     if inference:
         return tune_inference(**given, **inference)
-    arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
+    return _tune_training(TuneArguments(**given))  # checked on creation: tuning/_arguments.py
+
+
+def _tune_training(arguments: TuneArguments) -> TuneResult:
     result = _search(arguments, search_settings(arguments))
     result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
     if arguments.log_dir is not None:

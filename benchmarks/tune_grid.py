@@ -1,0 +1,235 @@
+"""Search quality: tune's confirmed pick against the exhaustive grid of the same knobs.
+
+For each workload of ``benchmarks/tune.py`` (launch-, input- and compute-bound training; launch-
+and compute-bound ``predict``), ``tune(...)`` runs (its search and its confirmation), then every
+setup of the grid is timed against the baseline with one protocol: ``--rounds`` alternated
+rounds of whole pieces of work (``fit`` epochs of the data; ``predict`` calls on the data, set-up
+included), median ratio. The grid:
+
+- training: ``steps_per_execution`` (1, 2, 4, ... ``--max-spe``, at most the epoch) x XLA
+  (off, on) x the dtype policy (float32 and ``recommend_precision``'s, where it differs) x the
+  pipeline (as given, rebuilt as tune rebuilds it);
+- inference: the batch (the given one doubled, up to 128x or the examples) x XLA x
+  ``steps_per_execution`` (1, 2, 4) x the policy.
+
+tune's pick is timed as a point of the same grid, so its ratio and the grid's best are measured
+alike. The grid checks neither the loss nor the outputs (tune does; a grid point it rejected
+for that can be the grid's best). One line per workload: the pick's ratio over the grid's best,
+and tune's time over the grid's. The last line is a one-line summary. Run:
+
+    TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune_grid.py [--mode both] [--budget 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import keras
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py's workloads
+
+from tfthroughput.precision import recommend_precision  # noqa: E402
+from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, training_data  # noqa: E402
+from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
+from tfthroughput.tuning._measure import compare  # noqa: E402
+from tfthroughput.tuning._pipeline import plan  # noqa: E402
+from tfthroughput.tuning._predict_runner import PredictRunner  # noqa: E402
+from tfthroughput.tuning._runner import Runner, TrialFailed  # noqa: E402
+from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan  # noqa: E402
+from tfthroughput.tuning.confirmation import WholeRuns  # noqa: E402
+
+_ALL = 1e15  # no cap on a piece of work: whole epochs, whole calls
+
+
+def given_setup(build, batch_size) -> TuneSetup:
+    keras.utils.set_random_seed(0)
+    model = build()
+    spe = int(getattr(model, "steps_per_execution", 1) or 1)
+    return TuneSetup(
+        spe, bool(model.jit_compile), keras.config.dtype_policy().name, batch_size=batch_size
+    )
+
+
+def policies(base: TuneSetup) -> list[str]:
+    recommended = recommend_precision().policy
+    return [base.policy] + ([recommended] if recommended != base.policy else [])
+
+
+def train_starter(build, data, pipe, base: TuneSetup):
+    """Starts a runner timed by whole fit epochs for a setup."""
+    step = data.batch_size or int(keras.tree.flatten(data.first_batch()[0])[0].shape[0])
+
+    def start(setup: TuneSetup) -> WholeRuns:
+        epoch = epoch_plan(data, setup.batch_size, step, None, _ALL, setup.steps_per_execution)
+        feed, warm = epoch_feed(data, setup, epoch, pipe, None)
+        told = feed.pop("steps_per_epoch")
+        runner = Runner(
+            None if setup == base else setup,
+            build,
+            feed,
+            steps=told,
+            examples_per_step=step,
+            seed=0,
+            clock=time.perf_counter,
+            warm_data=warm,
+            batch_size=data.batch_size,
+        )
+        runner.start()
+        return WholeRuns(runner, epoch.examples)
+
+    return start
+
+
+def train_grid(data, base: TuneSetup, max_spe: int, epoch: int) -> list[TuneSetup]:
+    values = [v for v in (2**i for i in range(12)) if v <= min(max_spe, epoch)]
+    pipelines = (False, True) if data.kind in (ARRAYS, BATCHED, UNBATCHED) else (False,)
+    grid = []
+    for spe, jit, policy, pipeline in itertools.product(
+        values, (False, True), policies(base), pipelines
+    ):
+        grid.append(TuneSetup(spe, jit, policy, pipeline=pipeline, batch_size=base.batch_size))
+    return grid
+
+
+def predict_starter(build, data, base: TuneSetup):
+    """Starts a runner timed by whole predict calls on the data for a setup."""
+
+    def start(setup: TuneSetup) -> WholeRuns:
+        spe = setup.steps_per_execution
+        runner = PredictRunner(
+            None if setup == base else setup,
+            build,
+            data,
+            steps=2 * spe,
+            warmup_steps=2 * spe,
+            seed=0,
+            clock=time.perf_counter,
+        )
+        runner.start()
+        feed, _ = data.whole_feed(runner.setup.batch_size, _ALL)
+        _, examples = runner.whole_call(feed)  # untimed: tracing, the last batch's shape
+        return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
+
+    return start
+
+
+def predict_grid(data, base: TuneSetup) -> list[TuneSetup]:
+    sizes = [base.batch_size * 2**i for i in range(8)]
+    sizes = [s for s in sizes if data.examples is None or s <= data.examples]
+    grid = []
+    for size, jit, spe, policy in itertools.product(
+        sizes, (False, True), (1, 2, 4), policies(base)
+    ):
+        grid.append(TuneSetup(spe, jit, policy, batch_size=size))
+    return grid
+
+
+def time_grid(start, base: TuneSetup, grid: list[TuneSetup], rounds: int) -> dict:
+    """Every setup against the baseline in alternated rounds: setup -> median ratio (or None)."""
+    ratios, baseline = {}, start(base)
+    try:
+        for setup in dict.fromkeys(grid):
+            runner = None
+            try:
+                runner = start(setup)
+                ratios[setup] = compare(baseline, runner, rounds).ratio
+            except TrialFailed:
+                ratios[setup] = None
+            finally:
+                if runner is not None:
+                    runner.close()
+                keras.backend.clear_session()
+    finally:
+        baseline.close()
+    return ratios
+
+
+def report(name: str, result, tune_seconds: float, ratios: dict, grid_seconds: float) -> float:
+    timed = {s: r for s, r in ratios.items() if r is not None}
+    best = max(timed, key=timed.get)
+    pick = timed.get(result.chosen, 1.0 if result.chosen == result.baseline else float("nan"))
+    quality = pick / timed[best]
+    print(
+        f"{name}: tune's pick ({result.chosen.changes_from(result.baseline) or 'the baseline'}) "
+        f"{pick:.2f}x by the grid's protocol (tune said {result.speedup:.2f}x); the grid's best "
+        f"({best.changes_from(result.baseline)}) {timed[best]:.2f}x of {len(timed)} setups "
+        f"timed: pick/best {quality:.2f}; tune {tune_seconds:.0f} s, grid {grid_seconds:.0f} s "
+        f"({tune_seconds / grid_seconds:.2f} of it); load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return quality
+
+
+def run_training(args, qualities: dict) -> None:
+    for name, (make, steps) in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
+        build, raw, batch_size = make()
+        began = time.perf_counter()
+        result = tune(build, raw, batch_size=batch_size, time_budget=args.budget, steps=steps)
+        tune_seconds = time.perf_counter() - began
+        data = training_data(raw, batch_size)
+        base = given_setup(build, data.batch_size)
+        epoch = epoch_plan(data, base.batch_size, 1, None, _ALL, 1).steps
+        grid = train_grid(data, base, args.max_spe, epoch) + [result.chosen]
+        began = time.perf_counter()
+        start = train_starter(build, data, plan(data), base)
+        ratios = time_grid(start, base, grid, args.rounds)
+        qualities[name] = report(name, result, tune_seconds, ratios, time.perf_counter() - began)
+
+
+def run_inference(args, qualities: dict) -> None:
+    for name, (make, steps, _, precision) in PREDICT_WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
+        build, x, batch_size = make()
+        began = time.perf_counter()
+        result = tune(
+            build,
+            x,
+            mode="inference",
+            batch_size=batch_size,
+            time_budget=args.budget,
+            steps=steps,
+            precision=precision,
+        )
+        tune_seconds = time.perf_counter() - began
+        data = inference_data(x, batch_size)
+        base = given_setup(build, data.batch_size)
+        grid = predict_grid(data, base) + [result.chosen]
+        if precision is False:  # as tune was told: float32 only
+            grid = [s for s in grid if s.policy == base.policy]
+        began = time.perf_counter()
+        ratios = time_grid(predict_starter(build, data, base), base, grid, args.rounds)
+        qualities[name] = report(name, result, tune_seconds, ratios, time.perf_counter() - began)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=90.0, help="tune's time budget, s")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds per grid point")
+    parser.add_argument("--max-spe", type=int, default=128, help="largest steps_per_execution")
+    parser.add_argument("--mode", choices=("training", "inference", "both"), default="both")
+    parser.add_argument("--only", default=None, help="run the workloads whose name has this")
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    qualities: dict[str, float] = {}
+    if args.mode in ("training", "both"):
+        run_training(args, qualities)
+    if args.mode in ("inference", "both"):
+        run_inference(args, qualities)
+    print(
+        "summary: tune's pick / the grid's best, by whole epochs or predict calls: "
+        + ", ".join(f"{name} {quality:.2f}" for name, quality in qualities.items())
+        + f" (load {os.getloadavg()[0]:.1f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The confirmation's rule (tuning/confirmation.py) on fake runners, and the size of its
+pieces of work (tuning/_whole_epochs.py, InferenceData.whole_feed): no fit, no clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfthroughput.tuning._arguments import training_data
+from tfthroughput.tuning._inference_data import inference_data
+from tfthroughput.tuning._runner import TrialFailed
+from tfthroughput.tuning._status import FASTER, NOT_FASTER
+from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
+from tfthroughput.tuning.confirmation import WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.result import TuneTrial
+from tfthroughput.tuning.setup import TuneSetup
+
+BASE = TuneSetup(1, False, "float32", batch_size=32)
+SPE8, SPE4 = BASE.with_(steps_per_execution=8), BASE.with_(steps_per_execution=4)
+XLA = BASE.with_(jit_compile=True)
+
+
+class Fake:
+    """Seconds per run of each setup, in turn; the runs each started runner made."""
+
+    def __init__(self, seconds, fail=()):
+        self._seconds, self._fail = seconds, set(fail)
+        self.started, self.closed = [], 0
+
+    def start(self, setup):
+        self.started.append(setup)
+        if setup in self._fail:
+            raise TrialFailed("out of memory")
+        runs = list(self._seconds[setup])
+
+        class Runner:
+            def run(_):
+                return runs.pop(0) if len(runs) > 1 else runs[0]
+
+            def close(_):
+                self.closed += 1
+
+        return WholeRuns(Runner(), examples=100)
+
+
+def trial(setup, ratio, status=FASTER):
+    return TuneTrial(setup, setup.changes_from(BASE), status, ratio=ratio)
+
+
+def test_picks_put_the_searchs_pick_first_then_the_faster_by_ratio():
+    trials = [
+        TuneTrial(BASE, "as given", "baseline", ratio=1.0),
+        trial(SPE4, 3.0),
+        trial(SPE8, 2.5),
+        trial(BASE.with_(jit_compile=True), 4.0, NOT_FASTER),
+    ]
+    assert picks(trials, SPE8, BASE) == [
+        (SPE8, "steps_per_execution=8"),
+        (SPE4, "steps_per_execution=4"),
+    ]
+
+
+def test_the_pick_confirmed_gives_its_figure_and_no_outcome_line():
+    fake = Fake({BASE: [1.0], SPE8: [0.25]})
+    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+
+    assert (found.setup, found.pick, found.ratio, found.rounds_won) == (SPE8, SPE8, 4.0, 5)
+    assert found.outcome == "" and found.work == "w"
+    assert fake.started == [BASE, SPE8] and fake.closed == 2
+
+
+def test_a_pick_not_faster_falls_back_once_then_the_baseline_is_kept():
+    # The pick ties the baseline; the next-best fails; a third is never tried (one fallback).
+    fake = Fake({BASE: [1.0], SPE8: [1.0], SPE4: [0.5], XLA: [0.1]}, fail={SPE4})
+    candidates = [(SPE8, "spe=8"), (SPE4, "spe=4"), (XLA, "xla")]
+    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+
+    assert found.setup == BASE and found.pick == SPE8 and found.ratio == 1.0
+    assert found.ratio_low is None
+    assert found.outcome == (
+        "confirmation: the search's pick, spe=8, was 1.00x [1.00-1.00] (noise 3%, 0 of 5 rounds "
+        "won), not faster beyond the noise; the next-best, spe=4, failed (out of memory): the "
+        "baseline is kept"
+    )
+    assert fake.started == [BASE, SPE8, SPE4] and fake.closed == 2  # the failed one never ran
+
+
+def test_a_baseline_that_fails_by_the_users_work_keeps_the_baseline_and_says_why():
+    fake = Fake({SPE8: [0.1]}, fail={BASE})
+    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+
+    assert found.setup == BASE
+    assert (
+        found.outcome
+        == "confirmation: the baseline failed by w (out of memory): the baseline is kept"
+    )
+
+
+def test_a_scattering_pick_is_not_confirmed_on_a_steady_baseline():
+    # 1.25x median, 4 of 5 rounds won, but its own runs spread by 80 %: both sides count.
+    fake = Fake({BASE: [1.0], SPE8: [0.8, 0.6, 1.0, 0.8, 0.5]})
+    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+
+    assert found.setup == BASE and "1.25x" in found.outcome and "noise 80%" in found.outcome
+
+
+def test_the_work_is_whole_where_it_fits_the_share_else_its_first_steps():
+    assert run_examples(1000.0, 80.0, 5) == pytest.approx(1000.0)
+    x = np.zeros((1000, 4), "float32")
+    data = training_data((x, x[:, :1]), 32)  # 32 batches, the last of 8 examples
+
+    whole = epoch_plan(data, 32, 32, None, 1e9, 8)
+    assert (whole.steps, whole.whole, whole.examples) == (32, True, 1000)
+    assert whole.work(callbacks=True) == "whole fit epochs (32 steps, callbacks included)"
+    cut = epoch_plan(data, 32, 32, None, 500, 8)  # 15 batches fit: 8, a multiple of 8
+    assert (cut.steps, cut.whole, cut.examples) == (8, False, 256)
+    assert cut.work(callbacks=False) == "the first 8 of each fit epoch's 32 steps"
+    told = epoch_plan(data, 32, 32, 16, 1e9, 8)  # the user's steps_per_epoch
+    assert (told.steps, told.whole) == (16, True)
+
+
+def test_predict_calls_hold_the_data_as_given_or_its_first_examples():
+    x = np.arange(1000, dtype="float32").reshape(1000, 1)
+    data = inference_data(x, 32)
+
+    feed, whole = data.whole_feed(32, 1e9)
+    assert whole and feed["x"] is x and feed["batch_size"] == 32
+    feed, whole = data.whole_feed(128, 256)
+    assert not whole and len(feed["x"]) == 256 and feed["batch_size"] == 128
+
+
+@pytest.mark.tensorflow
+def test_a_dataset_of_unknown_length_is_timed_by_steps_and_never_runs_out():
+    import tensorflow as tf
+
+    x = np.zeros((64, 4), "float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8).filter(lambda a, b: True)
+    data = training_data(dataset, None)  # tf.data cannot tell a filter's length
+
+    plan = epoch_plan(data, None, 8, None, 160, 4)
+    assert (plan.steps, plan.whole, plan.length) == (20, False, None)
+    assert plan.work(callbacks=False) == "fit epochs of 20 steps (the data's end is not known)"
+    feed, _ = epoch_feed(data, TuneSetup(1, False, "float32"), plan, None, None)
+    assert feed["steps_per_epoch"] == 20
+    assert len(list(feed["x"].take(20))) == 20  # 8 batches as given, repeated

@@ -1,0 +1,118 @@
+"""Training's piece of work for the confirmation: one ``fit`` epoch of the user's data, fed as
+the user feeds it (arrays shuffled as ``fit`` does by default, a dataset as given, the rebuilt
+pipeline where chosen), with the user's ``steps_per_epoch`` or to the data's end, callbacks
+included.
+
+A whole epoch is timed where the rounds fit the confirmation's share of the search's time;
+an epoch longer than that is timed over its first steps (a multiple of every
+``steps_per_execution`` confirmed, so Keras runs whole executions), and the work's
+description says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tfthroughput.tuning import _device_augmentation, _pipeline
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, TrainingData
+from tfthroughput.tuning.setup import TuneSetup
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One timed epoch at one batch size.
+
+    Attributes:
+        steps: Steps in the timed epoch.
+        whole: Whether that is the user's whole epoch.
+        length: Steps in the user's epoch; ``None`` where the data does not end.
+        examples: Examples in the timed epoch.
+    """
+
+    steps: int
+    whole: bool
+    length: int | None
+    examples: int
+
+    def work(self, callbacks: bool) -> str:
+        """The timed work, as the table names it."""
+        hooks = ", callbacks included" if callbacks else ""
+        if self.whole:
+            return f"whole fit epochs ({self.steps} steps{hooks})"
+        if self.length is None:
+            return f"fit epochs of {self.steps} steps (the data's end is not known{hooks})"
+        return f"the first {self.steps} of each fit epoch's {self.length} steps{hooks}"
+
+
+def epoch_length(data: TrainingData, batch_size: int | None, steps_per_epoch: int | None):
+    """Steps in one of the user's epochs at ``batch_size``: ``steps_per_epoch`` where given,
+    else the data's batches (``None`` where the data does not end or its length is unknown)."""
+    if steps_per_epoch is not None:
+        return steps_per_epoch
+    if data.kind == ARRAYS:
+        x, _ = data.value
+        return math.ceil(_examples(x) / batch_size)
+    if data.kind == UNBATCHED and data.epoch_batches is not None:
+        return math.ceil(int(data.value.cardinality()) / batch_size)
+    return data.epoch_batches
+
+
+def epoch_plan(
+    data: TrainingData,
+    batch_size: int | None,
+    examples_per_step: int,
+    steps_per_epoch: int | None,
+    max_examples: float,
+    multiple: int,
+) -> EpochPlan:
+    """The epoch to time at ``batch_size``: whole where it holds at most ``max_examples``
+    examples, else its first steps (a multiple of ``multiple``)."""
+    length = epoch_length(data, batch_size, steps_per_epoch)
+    cap = max(multiple, int(max_examples // examples_per_step) // multiple * multiple)
+    whole = length is not None and length <= cap
+    steps = length if whole else cap
+    examples = steps * examples_per_step
+    if data.kind == ARRAYS:  # the last batch of an epoch to the arrays' end may be partial
+        examples = min(examples, _examples(data.value[0]))
+    return EpochPlan(steps, whole, length, examples)
+
+
+def epoch_feed(
+    data: TrainingData,
+    setup: TuneSetup,
+    plan: EpochPlan,
+    pipeline: _pipeline.PipelinePlan | None,
+    steps_per_epoch: int | None,
+) -> tuple[dict[str, Any], Any]:
+    """``fit`` arguments of one timed epoch for ``setup`` (its ``steps_per_epoch`` included),
+    and the cache filler of a rebuilt pipeline (or ``None``)."""
+    size, warm = setup.batch_size, None
+    if setup.augment_on_device or setup.pipeline:  # rebuilt: repeating, so the epoch is told
+        if setup.augment_on_device:
+            dataset, _ = _device_augmentation.device_dataset(data, size)
+        else:
+            dataset = _pipeline.rebuilt(data, pipeline, size)
+            if pipeline.build_pipeline_kwargs["cache"]:
+                warm = lambda: _pipeline.fill_cache(dataset, plan.length)  # noqa: E731
+        return {"x": dataset, "steps_per_epoch": plan.steps, "shuffle": False}, warm
+    # As the user feeds it; the epoch is told where the user tells it or it is shortened.
+    told = plan.steps if (steps_per_epoch is not None or not plan.whole) else None
+    if data.kind == ARRAYS:
+        x, y = data.value
+        feed = {"x": x, "batch_size": size} if y is None else {"x": x, "y": y, "batch_size": size}
+    elif data.kind in (BATCHED, UNBATCHED):  # shuffle=False: fit ignores it, with a warning
+        dataset = data.value if data.kind == BATCHED else data.value.batch(size)
+        if plan.length is None:  # a length tf.data cannot tell (a generator): never run out
+            dataset = dataset.repeat()
+        feed = {"x": dataset, "shuffle": False}
+    else:
+        feed = {"x": data.value, "shuffle": False}
+    return {**feed, "steps_per_epoch": told}, warm
+
+
+def _examples(x: Any) -> int:
+    import keras
+
+    return int(keras.tree.flatten(x)[0].shape[0])
