@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import linecache
 import os
 import sys
 import traceback
@@ -22,6 +23,14 @@ def run_blocks(blocks: list[dict]) -> dict[str, dict]:
     for block in blocks:
         output = io.StringIO()
         os.chdir(block["folder"])
+        # The block's source, where inspect (and so AutoGraph, converting a mapped function) looks
+        # for it; without it inspect falls back on __main__'s loader and reads this file's lines.
+        linecache.cache[block["where"]] = (
+            len(block["code"]),
+            None,
+            block["code"].splitlines(keepends=True),
+            block["where"],
+        )
         try:
             with contextlib.redirect_stdout(output):
                 exec(compile(block["code"], block["where"], "exec"), {"__name__": "__main__"})
