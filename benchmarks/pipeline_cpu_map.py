@@ -31,7 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from collections import Counter
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -42,6 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 from tfthroughput import build_pipeline  # noqa: E402
 from tfthroughput.data._rewrites import schedulable_cores  # noqa: E402
+from tfthroughput.hardware.cpu_share import CpuShareMeter  # noqa: E402
 
 EXAMPLES = 512
 BATCH_SIZE = 32
@@ -130,27 +130,21 @@ def chosen(iterator) -> str:
     return " <- ".join(parts)
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds every process of the machine has spent (``/proc/stat``, all cores)."""
-    with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle and iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def one_epoch(make) -> tuple[float, float, float, str]:
-    """Examples/s, cores this process kept busy, cores other processes took meanwhile, and
-    the autotuner's settings at the end of one fresh epoch."""
+    """Examples/s, cores this process kept busy, cores other processes took meanwhile (the
+    package's own :class:`CpuShareMeter`, as ``diagnose`` reads them), and the autotuner's
+    settings at the end of one fresh epoch."""
     dataset = make()
     iterator = iter(dataset)
     examples = 0
-    machine, cpu, wall = machine_busy_seconds(), time.process_time(), time.perf_counter()
+    meter = CpuShareMeter()
+    meter.start()
     for batch in iterator:
         examples += int(batch.shape[0])
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    others = max(0.0, machine_busy_seconds() - machine - cpu)
+    meter.stop()
+    share = meter.share()
     assert examples == EXAMPLES, examples
-    return examples / wall, cpu / wall, others / wall, chosen(iterator)
+    return examples / share.seconds, share.own_cores, share.other_cores or 0.0, chosen(iterator)
 
 
 def main(argv=None) -> None:

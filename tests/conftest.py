@@ -50,6 +50,21 @@ def no_global_tensorflow_seed_left_behind():
 
 
 @pytest.fixture(autouse=True)
+def cpu_counters(monkeypatch):
+    """A machine where this process keeps every core busy and no other program runs, as far
+    as the CPU share ``diagnose`` reads goes (the other xdist worker would otherwise count as
+    another program). A test sets ``own_cores`` and ``other_cores`` for the load it needs."""
+    from fakes import FakeCpuCounters
+
+    from tfthroughput.hardware import cpu_share
+
+    counters = FakeCpuCounters(own_cores=float(cpu_share.schedulable_cores()))
+    monkeypatch.setattr(cpu_share, "own_cpu_seconds", counters.own)
+    monkeypatch.setattr(cpu_share, "machine_busy_seconds", counters.machine)
+    return counters
+
+
+@pytest.fixture(autouse=True)
 def no_leaked_threads():
     """Fail any test that leaves a thread running that it started."""
     before = set(threading.enumerate())

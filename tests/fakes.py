@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 
@@ -104,3 +105,22 @@ def charge_calls(model, clock: FakeClock, *, launch: float, per_step: float, kin
 
     setattr(model, f"make_{kind}_function", make_charged)
     return model
+
+
+class FakeCpuCounters:
+    """The kernel's CPU counters as a machine with known load would show them.
+
+    Per wall second, this process spends ``own_cores`` CPU seconds and other programs
+    ``other_cores``; :class:`tfthroughput.hardware.cpu_share.CpuShareMeter` then reads exactly
+    these shares, however busy the real machine is (the suite runs two workers side by side).
+    """
+
+    def __init__(self, own_cores: float, other_cores: float = 0.0) -> None:
+        self.own_cores = own_cores
+        self.other_cores = other_cores
+
+    def own(self) -> float:
+        return time.perf_counter() * self.own_cores
+
+    def machine(self) -> float:
+        return time.perf_counter() * (self.own_cores + self.other_cores)

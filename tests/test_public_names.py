@@ -214,6 +214,7 @@ PINNED = {
         "thresholds",
         "sm_activity_percent",
         "mode",
+        "input_cpu",
     ),
     "DiagnosisThresholds": (
         "input_bound_fraction",
@@ -231,6 +232,8 @@ PINNED = {
     ),
     "discover_sources": ("metrics", "host"),
     "Discovery": ("sources", "gpus_off", "skipped"),
+    "CpuShare": ("seconds", "cores", "own_cores", "other_cores"),
+    "CpuShareMeter": ("read_machine", "read_own", "clock", "cores", "machine_cores"),
     "find_batch_size": (
         "build_model",
         "data",

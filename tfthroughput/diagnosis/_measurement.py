@@ -27,6 +27,7 @@ from tfthroughput.diagnosis.verdict import (
     per,
     verdict,
 )
+from tfthroughput.hardware.cpu_share import CpuShare, CpuShareMeter
 
 # Batches held in memory for the compute-only measurement (b). A few distinct batches are
 # enough: the step's cost does not depend on the values, and memory stays small.
@@ -62,13 +63,15 @@ class Rounds:
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """The medians of (a), (b) and (c) in batches per second, and the GPU's mean readings."""
+    """The medians of (a), (b) and (c) in batches per second, the GPU's mean readings, and the
+    cores the process used and other programs took while (a) ran."""
 
     input_rate: float
     compute_rate: float
     rate: float
     gpu_utilization: float | None
     sm_activity: float | None
+    input_cpu: CpuShare | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,20 +95,29 @@ def prepare_datasets(dataset: tf.data.Dataset, steps: int) -> Datasets:
     return Datasets(first_batch, leading_dimension(first_batch), dataset.repeat(), in_memory)
 
 
-def input_rates(arguments: DiagnosisArguments, repeated: tf.data.Dataset) -> list[float]:
-    """(a): ``repeats`` runs of the input alone after a warm-up run, in batches per second.
+def input_rates(
+    arguments: DiagnosisArguments, repeated: tf.data.Dataset
+) -> tuple[list[float], CpuShare | None]:
+    """(a): ``repeats`` runs of the input alone after a warm-up run, in batches per second,
+    and the cores used meanwhile.
 
     Each benchmark creates a fresh iterator, and ``batches_per_second`` excludes each run's
-    first batch.
+    first batch. The CPU share spans the timed runs: a pipeline that ran on one of two cores
+    because another program held the other is told apart from one that does not parallelise.
     """
     steps, clock = arguments.steps, arguments.clock
-    return [
-        benchmark_dataset(repeated, steps + 1, clock=clock).batches_per_second
-        for _ in range(arguments.repeats + 1)
-    ][1:]
+    benchmark_dataset(repeated, steps + 1, clock=clock)  # warm-up
+    meter, rates = CpuShareMeter(), []
+    for _ in range(arguments.repeats):
+        meter.start()
+        rates.append(benchmark_dataset(repeated, steps + 1, clock=clock).batches_per_second)
+        meter.stop()
+    return rates, meter.share()
 
 
-def summarize(steps: int, rates_of_input: list[float], rounds: Rounds) -> Measurement:
+def summarize(
+    steps: int, rates_of_input: list[float], rounds: Rounds, input_cpu: CpuShare | None = None
+) -> Measurement:
     """The medians of the repeats, which one lucky or unlucky run cannot move."""
     utilizations, sm_activities = rounds.utilizations, rounds.sm_activities
     return Measurement(
@@ -114,6 +126,7 @@ def summarize(steps: int, rates_of_input: list[float], rounds: Rounds) -> Measur
         rate=rate(steps, statistics.median(rounds.seconds)),
         gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
         sm_activity=sum(sm_activities) / len(sm_activities) if sm_activities else None,
+        input_cpu=input_cpu,
     )
 
 

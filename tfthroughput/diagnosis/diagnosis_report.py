@@ -21,6 +21,7 @@ from tfthroughput.diagnosis.verdict import (
     DiagnosisThresholds,
     per,
 )
+from tfthroughput.hardware.cpu_share import CpuShare
 
 # What a report measured: a training run (fit) or batch inference (predict).
 TRAINING = "training"
@@ -76,6 +77,10 @@ class DiagnosisReport:
         mode: ``"training"`` (``diagnose``: ``fit``) or ``"inference"``
             (``diagnose(..., mode="inference")``: (b) and (c) are ``predict``, and
             ``fit_batches_per_second`` is ``predict`` on the dataset).
+        input_cpu: The cores this process used and other programs took while (a) ran (a
+            :class:`~tfthroughput.hardware.cpu_share.CpuShare`), or ``None`` when not
+            measured. Where other programs took half a core or more, the advice says so: the
+            input figure is then what this process got, not what the pipeline can do.
     """
 
     batch_size: int
@@ -91,6 +96,7 @@ class DiagnosisReport:
     thresholds: DiagnosisThresholds = DiagnosisThresholds()
     sm_activity_percent: float | None = None
     mode: str = TRAINING
+    input_cpu: CpuShare | None = None
 
     @property
     def input_examples_per_second(self) -> float:

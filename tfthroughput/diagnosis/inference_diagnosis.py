@@ -27,6 +27,7 @@ from tfthroughput.diagnosis._measurement import (
     prepare_datasets,
     summarize,
 )
+from tfthroughput.diagnosis.cpu_advice import cpu_advice
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, DiagnosisReport
 from tfthroughput.diagnosis.inference_recommendations import inference_recommendations
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
@@ -107,7 +108,7 @@ def _diagnose_checked(arguments: DiagnosisArguments) -> DiagnosisReport:
 def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
     """(a), then (b) and (c) alternated, so that load from other processes hits both alike."""
     model, steps, clock = arguments.model, arguments.steps, arguments.clock
-    rates_of_input = input_rates(arguments, datasets.repeated)
+    rates_of_input, input_cpu = input_rates(arguments, datasets.repeated)
     rounds = Rounds()
     for _ in range(arguments.repeats):
         rounds.compute_seconds.append(
@@ -118,7 +119,7 @@ def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
         )
         rounds.seconds.append(seconds)
         rounds.add_readings(utilization, sm_activity)
-    return summarize(steps, rates_of_input, rounds)
+    return summarize(steps, rates_of_input, rounds, input_cpu)
 
 
 def _report(
@@ -136,30 +137,35 @@ def _report(
         fit_batches_per_second=measured.rate,
         input_bound_fraction=decision.fraction,
         verdict=decision.verdict,
-        recommendations=input_advice(
-            inference_recommendations(
-                verdict=decision.verdict,
-                batch_size=batch_size,
-                input_rate=measured.input_rate,
-                compute_rate=measured.compute_rate,
-                predict_rate=measured.rate,
-                fraction=decision.fraction,
-                compute_dtype=str(getattr(policy, "compute_dtype", "float32")),
-                jit_compiled=bool(getattr(model, "jit_compile", False)),
-                steps_per_execution=int(getattr(model, "steps_per_execution", 1) or 1),
-                gpu_utilization=measured.gpu_utilization,
-                sm_activity=measured.sm_activity,
-                lint=decision.lint,
-                slowest_stage=decision.slowest_stage,
-                precision=arguments.precision,
-            ),
-            arguments.dataset,
-            "predict",
-        ),  # arrays' or a PyDataset's, not tf.data stages
+        recommendations=cpu_advice(
+            input_advice(
+                inference_recommendations(
+                    verdict=decision.verdict,
+                    batch_size=batch_size,
+                    input_rate=measured.input_rate,
+                    compute_rate=measured.compute_rate,
+                    predict_rate=measured.rate,
+                    fraction=decision.fraction,
+                    compute_dtype=str(getattr(policy, "compute_dtype", "float32")),
+                    jit_compiled=bool(getattr(model, "jit_compile", False)),
+                    steps_per_execution=int(getattr(model, "steps_per_execution", 1) or 1),
+                    gpu_utilization=measured.gpu_utilization,
+                    sm_activity=measured.sm_activity,
+                    lint=decision.lint,
+                    slowest_stage=decision.slowest_stage,
+                    precision=arguments.precision,
+                ),
+                arguments.dataset,
+                "predict",
+            ),  # arrays' or a PyDataset's, not tf.data stages
+            measured.input_cpu,
+            decision.slowest_stage,
+        ),
         gpu_utilization_percent=measured.gpu_utilization,
         thresholds=arguments.thresholds,
         sm_activity_percent=measured.sm_activity,
         mode=INFERENCE,
+        input_cpu=measured.input_cpu,
     )
 
 

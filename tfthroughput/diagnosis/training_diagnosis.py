@@ -30,6 +30,7 @@ from tfthroughput.diagnosis._measurement import (
 from tfthroughput.diagnosis._model_state import build_state, restore, snapshot
 from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.augmentation_advice import device_augmentation_advice
+from tfthroughput.diagnosis.cpu_advice import cpu_advice
 from tfthroughput.diagnosis.diagnosis_report import INFERENCE, TRAINING, DiagnosisReport
 from tfthroughput.diagnosis.recommendations import Recommendation
 from tfthroughput.diagnosis.training_recommendations import recommendations
@@ -124,7 +125,7 @@ def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
     build_state(model, datasets.first_batch)
     saved = snapshot(model)
     try:
-        rates_of_input = input_rates(arguments, datasets.repeated)
+        rates_of_input, input_cpu = input_rates(arguments, datasets.repeated)
         rounds = Rounds()
         # (b) and (c) alternate, so that load from other processes hits both alike.
         for _ in range(arguments.repeats):
@@ -138,7 +139,7 @@ def _measure(arguments: DiagnosisArguments, datasets: Datasets) -> Measurement:
             rounds.add_readings(utilization, sm_activity)
     finally:
         restore(model, saved)
-    return summarize(steps, rates_of_input, rounds)
+    return summarize(steps, rates_of_input, rounds, input_cpu)
 
 
 def _report(
@@ -163,6 +164,7 @@ def _report(
     ) + _moved_augmentation(arguments, measured, decision)
     # A PyDataset's or arrays' advice is about them, not about tf.data stages.
     advice = input_advice(advice, arguments.dataset)
+    advice = cpu_advice(advice, measured.input_cpu, decision.slowest_stage)
     return DiagnosisReport(
         batch_size=batch_size,
         steps=arguments.steps,
@@ -176,6 +178,7 @@ def _report(
         gpu_utilization_percent=measured.gpu_utilization,
         thresholds=arguments.thresholds,
         sm_activity_percent=measured.sm_activity,
+        input_cpu=measured.input_cpu,
     )
 
 

@@ -1,4 +1,5 @@
-"""Seeing the hardware: NVML and psutil sources, discovery, background sampling, statistics.
+"""Seeing the hardware: NVML and psutil sources, discovery, background sampling, statistics,
+the cores a measurement got.
 
 Nothing here imports TensorFlow or Keras, so the core runs under plain Python (and is checked
 on machines that have a GPU but no TensorFlow).
@@ -10,6 +11,8 @@ from tfthroughput._lazy import lazy_exports
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
+    "CpuShare": "tfthroughput.hardware.cpu_share",
+    "CpuShareMeter": "tfthroughput.hardware.cpu_share",
     "Discovery": "tfthroughput.hardware.discovery",
     "GPUDevice": "tfthroughput.hardware.gpu_devices",
     "HostSource": "tfthroughput.hardware.host",
