@@ -105,12 +105,21 @@ class MonitorLifecycle(keras.callbacks.Callback):
         return clone
 
     def _steps_this_epoch(self) -> int | None:
+        spe = getattr(self.model, "steps_per_execution", 1) or 1
+        # With one step per execution, each batch hook is one training step: the hooks count
+        # the batches trained also where the optimizer did not count a step (a
+        # LossScaleOptimizer skipping non-finite gradients, a custom train_step that applies
+        # none). The optimizer's count stays the floor: under JAX, Keras may run the last
+        # hooks of an epoch after its end.
+        hooks = self._last_batch + 1 if spe == 1 and self._last_batch is not None else None
         now = optimizer_steps(self.model)
         if now is not None and self._iterations_at_epoch_start is not None:
             epoch = self.params.get("steps") if self.params else None
-            spe = getattr(self.model, "steps_per_execution", 1)
             iterations = now - self._iterations_at_epoch_start
-            return trained_steps(iterations, self._last_batch, epoch, spe)
+            counted = trained_steps(iterations, self._last_batch, epoch, spe)
+            return max(counted, hooks or 0)
+        if hooks is not None:
+            return hooks
         return self.params.get("steps") if self.params else None
 
     def _selected(self, stats: WindowStats) -> WindowStats:
