@@ -1,8 +1,8 @@
 """One line of a knob search: double a knob while its trials keep gaining.
 
-The inference search walks the batch size and ``steps_per_execution`` this way (the training
-search's ``steps_per_execution`` line is the same walk); a line stops at its bound, at a trial
-that ends it, or after ``PATIENCE`` doublings in a row without a gain.
+The training search walks ``steps_per_execution`` this way (under each XLA setting), the
+inference search the batch size and ``steps_per_execution``; a line stops at its bound, at a
+trial that ends it, or after ``PATIENCE`` doublings in a row without a gain.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ baseline's and the warm-up losses can be compared.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import sys
 import warnings
@@ -152,7 +153,9 @@ class Runner:
         self._feed = feed
 
     def close(self) -> None:
+        """Drop the model and collect it, so the next trial has its memory."""
         self.model = None
+        gc.collect()
 
     def _build(self) -> None:
         keras.utils.set_random_seed(self._seed)

@@ -12,7 +12,7 @@ import keras
 from tfthroughput.tuning._arguments import PY_DATASET, TuneArguments
 from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._epoch import epoch_steps
-from tfthroughput.tuning._search import SearchSettings
+from tfthroughput.tuning._training_workload import SearchSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 

@@ -22,7 +22,7 @@ from tfthroughput.tuning._arguments import (
 )
 from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
-from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
+from tfthroughput.tuning._inference_workload import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.inference_result import InferenceTuneResult
@@ -187,7 +187,7 @@ def tune_inference(
     is ``predict`` as given; then the batch size (doubling), XLA flipped,
     ``steps_per_execution`` (doubling) and the recommended dtype policy, each on the best
     setup so far, measured against the baseline in alternated rounds, with the per-batch
-    latency and the outputs checked (``tuning/_inference_search.py``; the docs' page "Tune:
+    latency and the outputs checked (``tuning/_inference_knobs.py``; the docs' page "Tune:
     inference"). ``pipeline`` only adds a note: the input is ``diagnose``'s to measure.
 
     Returns:

@@ -16,8 +16,8 @@ from tfthroughput.precision.precision_recommendation import PrecisionRecommendat
 from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import GPUWindows
-from tfthroughput.tuning._search import Search, SearchSettings
 from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning._training_workload import SearchSettings, TrainingSearch
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
@@ -118,7 +118,7 @@ def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
     clear_session(policy_in_force)
     sampler = gpu_sampler()
     try:
-        search = Search(
+        search = TrainingSearch(
             in_scope(arguments.build_model, arguments.strategy),
             arguments.training,
             settings,

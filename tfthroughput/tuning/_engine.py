@@ -1,0 +1,215 @@
+"""The one search of ``tune``, for either workload: the baseline, the knobs in the workload's
+order, one trial at a time against the baseline within the time budget, the best so far, the
+confirmation and the result.
+
+What differs between training and inference is the :class:`Workload` the search is given
+(``_training_workload``, ``_inference_workload``): how a trial's runner is built and what one
+timed piece of its work is, how its math is checked (the loss, the outputs), which knobs are
+tried in which order, and the result it makes. The rules live here once:
+
+- A trial is skipped when the time left is less than 1.25 times the cost of the dearest of the
+  last three trials (:func:`~tfthroughput.tuning._trial_verdict.over_budget`).
+- Every trial is measured against the baseline in alternated rounds (``_measure.compare``).
+- A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
+  the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
+  that gains nothing measurable is not added).
+- The best so far keeps its runner's math (``Workload.math_of``) for later checks.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
+from tfthroughput.tuning._runner import TrialFailed
+from tfthroughput.tuning._status import FAILED, FASTER
+from tfthroughput.tuning._trial_verdict import as_given, over_budget
+from tfthroughput.tuning.confirmation import Confirmation, picks, run_examples
+from tfthroughput.tuning.setup import TuneSetup
+
+
+class Workload(Protocol):
+    """What a mode of ``tune`` brings to the search (its runners: ``_runner.Runner``,
+    ``_predict_runner.PredictRunner``, or a test's with known costs).
+
+    Attributes:
+        settings: The mode's search settings (``rounds``, ``time_budget``, ``notes``,
+            ``policy``, ``confirm_rounds``, ...).
+        clock: Seconds clock.
+        knobs: The knobs in the order tried, each called with the search.
+        trial_type: The mode's trial class (``TuneTrial``, ``InferenceTrial``).
+        cannot_run: Why there is nothing to tune when the baseline fails, as a sentence's start.
+        best_margin: What a faster trial's ratio must beat the best's by to become the best.
+    """
+
+    settings: Any
+    clock: Callable[[], float]
+    knobs: Sequence[Callable[[Search], None]]
+    trial_type: type
+    cannot_run: str
+    best_margin: float
+
+    def baseline(self) -> Any:
+        """The model as given, started and its timed run set; raises ``TrialFailed``."""
+
+    def candidate(self, search: Search, setup: TuneSetup, **how: Any) -> Any:
+        """A runner for ``setup``, not started yet (``how``: what the knob asks of it)."""
+
+    def before_round(self, base: Any, runner: Any) -> Callable[[], None] | None:
+        """What to do before each alternated round (sample latencies), or ``None``."""
+
+    def judge(self, search: Search, setup, label, runner, comparison, **how: Any) -> Any:
+        """The trial of a started and compared runner: its math checked, its status."""
+
+    def math_of(self, runner: Any) -> Any:
+        """What the best setup's runner keeps for later checks (its outputs), or ``None``."""
+
+    def search_speeds(self, base: Any) -> list[float]:
+        """The baseline's own examples/s, shown where no comparison ran (may be empty)."""
+
+    def baseline_figures(self, base: Any) -> dict[str, Any]:
+        """The baseline trial's fields besides its speed, read from its runner at the end."""
+
+    def search_run_examples(self, search: Search) -> float:
+        """Examples in one of the search's timed runs of the baseline."""
+
+    def confirm(self, search: Search, candidates: list, most: float) -> Confirmation:
+        """The pick confirmed by the workload's own piece of work, at most ``most`` examples."""
+
+    def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
+        """What the chosen setup changes for the user, as sentences."""
+
+    def result(self, **fields: Any) -> Any:
+        """The mode's result from the fields every result has."""
+
+
+class Search:
+    """One run of the search for ``workload``; :meth:`run` returns its result.
+
+    Args:
+        workload: The mode's workload (its settings and clock included).
+        gpu: GPU-Util windows over the candidates' runs.
+    """
+
+    def __init__(self, workload: Workload, gpu: GPUWindows) -> None:
+        self.workload, self.settings, self.clock = workload, workload.settings, workload.clock
+        self._gpu = gpu
+        self._start = self.clock()
+        self._costs: list[float] = []
+        self.trials: list[Any] = []
+        self.notes = list(self.settings.notes)
+        self.stopped = False
+        self.base: Any = None  # the baseline's runner, alive for every trial's rounds
+        self.base_setup: TuneSetup | None = None
+        self.best: tuple[TuneSetup, Comparison | None] | None = None
+        self.best_math: Any = None
+        self.baseline_speeds: list[float] = []
+
+    def run(self) -> Any:
+        """Measure the baseline, try the knobs, confirm the best; the workload's result."""
+        self._measure_baseline()
+        try:
+            for knob in self.workload.knobs:
+                knob(self)
+        finally:
+            self.base.close()
+        seconds = self.clock() - self._start  # the search's own: the confirmation has its own
+        confirmation = self._confirm()
+        chosen = self.best[0] if confirmation is None else confirmation.setup
+        speeds = self.baseline_speeds or self.workload.search_speeds(self.base)
+        if speeds:  # the rounds' median, the baseline's ratio 1 by definition
+            figures = self.workload.baseline_figures(self.base)
+            median = statistics.median(speeds)
+            self.trials[0] = replace(self.trials[0], examples_per_second=median, ratio=1.0)
+            self.trials[0] = replace(self.trials[0], **figures)
+        return self.workload.result(
+            baseline=self.base_setup,
+            chosen=chosen,
+            trials=tuple(self.trials),
+            seconds=seconds,
+            time_budget=self.settings.time_budget,
+            stopped_by_budget=self.stopped,
+            notes=tuple(self.notes + self.workload.chosen_notes(self.base_setup, chosen)),
+            confirmation=confirmation,
+        )
+
+    def try_setup(self, setup: TuneSetup, *, label: str | None = None, **how: Any) -> Any:
+        """Run one trial of ``setup`` against the baseline and judge it; ``None`` when the
+        time budget ran out. ``how`` goes to the workload's runner and judge."""
+        if self._out_of_time():
+            return None
+        start = self.clock()
+        runner = self.workload.candidate(self, setup, **how)
+        label = label or setup.changes_from(self.base_setup)
+        comparison = math = None
+        try:
+            runner.start()
+            before_round = self.workload.before_round(self.base, runner)
+            rounds = self.settings.rounds
+            comparison = compare(self.base, runner, rounds, self._gpu, before_round=before_round)
+        except TrialFailed as error:
+            trial = self.workload.trial_type(setup, label, FAILED, reason=str(error))
+            comparison = None
+        else:
+            trial = self.workload.judge(self, setup, label, runner, comparison, **how)
+            math = self.workload.math_of(runner)
+            self.baseline_speeds += comparison.baseline_speeds
+        finally:
+            runner.close()
+        self._costs.append(self.clock() - start)
+        self.trials.append(trial)
+        # Each trial was measured against the baseline in its own rounds, so drift between
+        # trials cancels and the median ratios compare.
+        best_ratio = 1.0 if self.best[1] is None else self.best[1].ratio
+        margin = 1.0 + self.workload.best_margin
+        if trial.status == FASTER and comparison.ratio > best_ratio * margin:
+            self.best, self.best_math = (setup, comparison), math
+        return trial
+
+    def _measure_baseline(self) -> None:
+        start = self.clock()
+        try:
+            runner = self.workload.baseline()
+        except TrialFailed as error:
+            raise RuntimeError(
+                f"{self.workload.cannot_run}, so there is nothing to tune: {error}"
+            ) from error
+        self.base, self.base_setup = runner, runner.setup
+        self.best, self.best_math = (runner.setup, None), self.workload.math_of(runner)
+        self._costs.append(self.clock() - start)
+        self.trials.append(self.workload.trial_type(**as_given(runner)))
+
+    def _out_of_time(self) -> bool:
+        elapsed = self.clock() - self._start
+        if over_budget(elapsed, self._costs, self.settings.time_budget):
+            self.stopped = True
+        return self.stopped
+
+    def _confirm(self) -> Confirmation | None:
+        """The pick (and its fallback) confirmed by the workload's piece of work, or ``None``
+        where nothing beat the baseline or the confirmation is off. One piece of work holds
+        its share of the search's time at the baseline's speed, never fewer examples than the
+        search's own runs."""
+        rounds = self.settings.confirm_rounds
+        candidates = picks(self.trials, self.best[0], self.base_setup) if rounds else []
+        if not candidates:
+            return None
+        speeds = self.baseline_speeds or self.workload.search_speeds(self.base) or [1.0]
+        elapsed = self.clock() - self._start
+        most = max(
+            run_examples(statistics.median(speeds), elapsed, rounds),
+            self.workload.search_run_examples(self),
+        )
+        return self.workload.confirm(self, candidates, most)
+
+
+def policy_knob(search: Search) -> None:
+    """The knob both modes try: the policy ``recommend_precision`` recommends, where it is not
+    the one in force, on the best setup so far (a new arithmetic: its math is checked at the
+    mode's tolerance)."""
+    policy = search.settings.policy
+    if policy is not None and policy != search.base_setup.policy:
+        search.try_setup(search.best[0].with_(policy=policy))
