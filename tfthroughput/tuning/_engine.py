@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import keras
+
+from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import FAILED, FASTER
@@ -30,10 +33,43 @@ from tfthroughput.tuning._trial_verdict import as_given, over_budget
 from tfthroughput.tuning.confirmation import Confirmation, picks, run_examples
 from tfthroughput.tuning.setup import TuneSetup
 
+# Timed runs of the baseline are lengthened to at most this many times its warm-up.
+MAX_LENGTHENING = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    """What every search is told; each mode's settings add their own fields."""
+
+    steps: int
+    rounds: int
+    time_budget: float
+    seed: int
+    max_steps_per_execution: int
+    policy: str | None  # the recommended policy to try, or None
+    try_xla: bool
+    notes: tuple[str, ...]
+    confirm_rounds: int = 0  # rounds of the confirmation (0: none)
+
+
+def lengthen(
+    runner: Any, set_steps: Callable[[int], None], *, min_seconds: float, steps: int
+) -> float:
+    """Double the baseline's timed run (``set_steps``) until it lasts ``min_seconds``, up to
+    :data:`MAX_LENGTHENING` times ``steps``; the seconds of its last run. Shorter runs
+    measure the scheduler more than the work."""
+    most = steps * MAX_LENGTHENING
+    seconds = runner.run()
+    while seconds < min_seconds and runner.steps < most:
+        set_steps(runner.steps * 2)
+        seconds = runner.run()
+    return seconds
+
 
 class Workload(Protocol):
     """What a mode of ``tune`` brings to the search (its runners: ``_runner.Runner``,
-    ``_predict_runner.PredictRunner``, or a test's with known costs).
+    ``_predict_runner.PredictRunner``, or a test's with known costs). It is made by
+    ``workload(build_model, data, settings, clock, **options)``.
 
     Attributes:
         settings: The mode's search settings (``rounds``, ``time_budget``, ``notes``,
@@ -87,16 +123,30 @@ class Workload(Protocol):
 
 
 class Search:
-    """One run of the search for ``workload``; :meth:`run` returns its result.
+    """One run of the search for a workload; :meth:`run` returns its result.
 
     Args:
-        workload: The mode's workload (its settings and clock included).
+        workload: The mode's workload class (``TrainingWorkload``, ``InferenceWorkload``).
+        build_model: The user's builder (in the strategy's scope where there is one).
+        data: The data, as the mode reads it.
+        settings: The mode's search settings.
+        clock: Seconds clock.
         gpu: GPU-Util windows over the candidates' runs.
+        **options: The workload's own (a test's runner).
     """
 
-    def __init__(self, workload: Workload, gpu: GPUWindows) -> None:
-        self.workload, self.settings, self.clock = workload, workload.settings, workload.clock
-        self._gpu = gpu
+    def __init__(
+        self,
+        workload: Callable[..., Workload],
+        build_model: Callable[[], Any],
+        data: Any,
+        settings: SearchSettings,
+        clock: Callable[[], float],
+        gpu: GPUWindows,
+        **options: Any,
+    ) -> None:
+        self.workload = workload(build_model, data, settings, clock, **options)
+        self.settings, self.clock, self._gpu = settings, clock, gpu
         self._start = self.clock()
         self._costs: list[float] = []
         self.trials: list[Any] = []
@@ -213,3 +263,23 @@ def policy_knob(search: Search) -> None:
     policy = search.settings.policy
     if policy is not None and policy != search.base_setup.policy:
         search.try_setup(search.best[0].with_(policy=policy))
+
+
+def run_search(
+    workload: Callable[..., Workload],
+    build_model: Callable[[], Any],
+    data: Any,
+    settings: SearchSettings,
+    clock: Callable[[], float],
+) -> Any:
+    """The workload's result of one search, run in a clean Keras session (the policy in force
+    restored after), with GPU-Util sampled where there is a GPU."""
+    policy_in_force = keras.config.dtype_policy()
+    clear_session(policy_in_force)
+    sampler = gpu_sampler()
+    try:
+        return Search(workload, build_model, data, settings, clock, GPUWindows(sampler)).run()
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        clear_session(policy_in_force)

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import keras
 
-from tfthroughput.tuning._engine import Search
+from tfthroughput.tuning._engine import Search, SearchSettings, lengthen
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._inference_knobs import LATENCY_SAMPLES, inference_knobs
-from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows
+from tfthroughput.tuning._measure import MIN_NOISE
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY
 from tfthroughput.tuning._trial_verdict import measured, speed_status
@@ -33,7 +34,6 @@ from tfthroughput.tuning.setup import TuneSetup
 # bound predict reaches 0.1 s in 2-3 batches, and a few batches measure a shared machine's
 # bursts more than the knob (longer runs average more of them; they do not remove them).
 _MIN_RUN_SECONDS = 0.25
-_MAX_LENGTHENING = 64
 # Fewest batches in a timed run (its first execution is not timed), and so the fewest a large
 # batch gets; arrays are repeated to fill a run, so this times the data's memory at most.
 _MIN_BATCHES = 4
@@ -42,19 +42,12 @@ _MIN_BATCHES = 4
 _WARMUP_EXECUTIONS = 2
 
 
-@dataclass(frozen=True)
-class InferenceSettings:
-    steps: int
-    rounds: int
-    time_budget: float
+@dataclass(frozen=True, kw_only=True)
+class InferenceSettings(SearchSettings):
+    """The inference search's settings (its confirmation: whole predict calls)."""
+
     output_tolerance: float
-    seed: int
-    max_steps_per_execution: int
     max_batch_latency_ms: float | None
-    policy: str | None  # the recommended policy to try, or None
-    try_xla: bool
-    notes: tuple[str, ...]
-    confirm_rounds: int = 0  # rounds of the confirmation by whole predict calls (0: none)
 
 
 class InferenceWorkload:
@@ -95,10 +88,7 @@ class InferenceWorkload:
         fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
         if runner.steps < fewest:
             runner.set_steps(fewest)
-        seconds = runner.run()
-        while seconds < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
-            runner.set_steps(runner.steps * 2)
-            seconds = runner.run()
+        seconds = lengthen(runner, runner.set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
         # Its own speed, shown if no candidate runs; the rounds' median replaces it.
         self._first_speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
         self.examples_per_run = runner.steps * runner.examples_per_step
@@ -138,11 +128,8 @@ class InferenceWorkload:
             )
         else:
             base = search.base_setup
-            same = (setup.batch_size, setup.jit_compile, setup.policy) == (
-                base.batch_size,
-                base.jit_compile,
-                base.policy,
-            )
+            arithmetic = lambda s: (s.batch_size, s.jit_compile, s.policy)  # noqa: E731
+            same = arithmetic(setup) == arithmetic(base)
             check = compare_outputs(
                 search.base.outputs,
                 runner.outputs,
@@ -243,16 +230,5 @@ class InferenceWorkload:
         )
 
 
-class InferenceSearch(Search):
-    """The search over ``predict``: :meth:`run` returns the :class:`InferenceTuneResult`."""
-
-    def __init__(
-        self,
-        build_model: Callable[[], keras.Model],
-        data: InferenceData,
-        settings: InferenceSettings,
-        clock: Callable[[], float],
-        gpu: GPUWindows,
-        runner: Callable[..., PredictRunner] = PredictRunner,
-    ) -> None:
-        super().__init__(InferenceWorkload(build_model, data, settings, clock, runner), gpu)
+# The search over predict, as tests build it (with ``runner=`` of known costs).
+InferenceSearch = partial(Search, InferenceWorkload)

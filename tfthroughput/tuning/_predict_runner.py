@@ -19,7 +19,6 @@ from typing import Any
 
 import keras
 
-from tfthroughput._validation import check_model
 from tfthroughput.diagnosis.trial_memory import to_mib
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._runner import (
@@ -27,7 +26,7 @@ from tfthroughput.tuning._runner import (
     _device_peak_bytes,
     _reason,
     call_builder,
-    configured_model,
+    trial_model,
 )
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -174,18 +173,10 @@ class PredictRunner:
         gc.collect()
 
     def _build(self) -> None:
-        keras.utils.set_random_seed(self._seed)
-        if self.setup is None:
-            model = check_model(self._build_model(), returned_by="build_model", compiled=False)
-            self.setup = TuneSetup(
-                int(getattr(model, "steps_per_execution", 1) or 1),
-                bool(model.jit_compile),
-                keras.config.dtype_policy().name,
-                batch_size=self._data.batch_size,
-            )
-            self.model = model
-            return
-        self.model, notes = configured_model(self._build_model, self.setup, loop="predict")
+        size = self._data.batch_size
+        self.model, self.setup, notes = trial_model(
+            self._build_model, self.setup, seed=self._seed, batch_size=size, loop="predict"
+        )
         self.notes += notes
 
 

@@ -148,9 +148,10 @@ class Runner:
         """Seconds of one timed run of ``steps`` steps."""
         return self._fit(self.steps)[0]
 
-    def set_feed(self, feed: dict[str, Any]) -> None:
-        """Feed later runs from ``feed`` (longer runs need more data from arrays)."""
-        self._feed = feed
+    def set_steps(self, steps: int, feed: dict[str, Any]) -> None:
+        """Make later timed runs ``steps`` steps long, fed from ``feed`` (longer runs need
+        more data from arrays)."""
+        self.steps, self._feed = steps, feed
 
     def close(self) -> None:
         """Drop the model and collect it, so the next trial has its memory."""
@@ -158,18 +159,13 @@ class Runner:
         gc.collect()
 
     def _build(self) -> None:
-        keras.utils.set_random_seed(self._seed)
-        if self.setup is None:
-            model = check_model(self._build_model(), returned_by="build_model")
-            self.setup = TuneSetup(
-                int(model.steps_per_execution),
-                bool(model.jit_compile),
-                keras.config.dtype_policy().name,
-                batch_size=self._batch_size,
-            )
-            self.model = model
-            return
-        self.model, notes = configured_model(self._build_model, self.setup, loop="train")
+        self.model, self.setup, notes = trial_model(
+            self._build_model,
+            self.setup,
+            seed=self._seed,
+            batch_size=self._batch_size,
+            loop="train",
+        )
         self.notes += notes
 
     def _fit(self, steps: int | None) -> tuple[float, float]:
@@ -217,6 +213,39 @@ def call_builder(
         raise TrialFailed(reason(error)) from error
     except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
         raise TrialFailed(reason(error)) from error
+
+
+def trial_model(
+    build_model: Callable[[], keras.Model],
+    setup: TuneSetup | None,
+    *,
+    seed: int,
+    batch_size: int | None,
+    loop: str,
+) -> tuple[keras.Model, TuneSetup, list[str]]:
+    """A fresh model from ``seed`` (so every trial starts from the baseline's weights), its
+    setup, and its low-precision warnings: :func:`configured_model` under ``setup``, or the
+    model as given (``setup`` ``None``), whose setup is read from it at ``batch_size``.
+
+    Args:
+        build_model: The user's builder.
+        setup: The knobs, or ``None`` for the model as given.
+        seed: Seed set before the model is built.
+        batch_size: The batch of the model as given.
+        loop: ``"train"`` (the model must be compiled) or ``"predict"``.
+    """
+    keras.utils.set_random_seed(seed)
+    if setup is not None:
+        model, notes = configured_model(build_model, setup, loop=loop)
+        return model, setup, notes
+    model = check_model(build_model(), returned_by="build_model", compiled=loop == "train")
+    given = TuneSetup(
+        int(getattr(model, "steps_per_execution", 1) or 1),
+        bool(model.jit_compile),
+        keras.config.dtype_policy().name,
+        batch_size=batch_size,
+    )
+    return model, given, []
 
 
 def configured_model(

@@ -12,12 +12,12 @@ import keras
 from tfthroughput.tuning._arguments import PY_DATASET, TuneArguments
 from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._epoch import epoch_steps
-from tfthroughput.tuning._training_workload import SearchSettings
+from tfthroughput.tuning._training_workload import TrainingSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
-def search_settings(arguments: TuneArguments) -> SearchSettings:
+def search_settings(arguments: TuneArguments) -> TrainingSettings:
     """The settings of the search, with a note for each knob bounded or not tried."""
     notes: list[str] = []
     training, limit = arguments.training, arguments.max_steps_per_execution
@@ -44,7 +44,7 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
             "input pipeline not tried: the pipeline knob needs TensorFlow (Keras backend is "
             f"{keras.backend.backend()})"
         )
-    return SearchSettings(
+    return TrainingSettings(
         steps=arguments.steps,
         rounds=arguments.rounds,
         time_budget=arguments.time_budget,

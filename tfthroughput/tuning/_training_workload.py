@@ -18,8 +18,7 @@ import keras
 
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning._engine import Search, SearchSettings, lengthen
 from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import PROBE, REJECTED
 from tfthroughput.tuning._training_knobs import training_knobs
@@ -32,24 +31,16 @@ from tfthroughput.tuning.setup import TuneSetup
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
 # (at a load of 10 on 2 cores, 13 ms runs of a JAX MLP spread from 0.16x to 13x).
 _MIN_RUN_SECONDS = 0.1
-_MAX_LENGTHENING = 64  # timed runs are at most this many times the warm-up
 
 
-@dataclass(frozen=True)
-class SearchSettings:
-    steps: int
-    rounds: int
-    time_budget: float
+@dataclass(frozen=True, kw_only=True)
+class TrainingSettings(SearchSettings):
+    """The training search's settings (its confirmation: whole epochs)."""
+
     loss_tolerance: float
-    seed: int
-    max_steps_per_execution: int
-    policy: str | None  # the recommended policy to try, or None
     try_pipeline: bool
-    try_xla: bool
     allow_batch_change: bool
-    notes: tuple[str, ...]
     epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
-    confirm_rounds: int = 0  # rounds of the confirmation by whole epochs (0: none)
     callbacks: tuple = ()  # the user's, run in the confirmation's epochs
 
 
@@ -70,7 +61,7 @@ class TrainingWorkload:
         self,
         build_model: Callable[[], keras.Model],
         data: TrainingData,
-        settings: SearchSettings,
+        settings: TrainingSettings,
         clock: Callable[[], float],
     ) -> None:
         self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
@@ -92,11 +83,11 @@ class TrainingWorkload:
             None, self.build_model, self.data.feed(self.data.batch_size, steps), steps=steps
         )
         runner.start(user_model_errors=True)
-        # Doubled until it lasts _MIN_RUN_SECONDS; the warm-up (and so the loss check) keeps
-        # ``steps``.
-        while runner.run() < _MIN_RUN_SECONDS and runner.steps < steps * _MAX_LENGTHENING:
-            runner.steps *= 2
-            runner.set_feed(self.data.feed(self.data.batch_size, runner.steps))
+
+        def set_steps(timed: int) -> None:  # the warm-up (and so the loss check) keeps steps
+            runner.set_steps(timed, self.data.feed(self.data.batch_size, timed))
+
+        lengthen(runner, set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
         self.timed_steps = runner.steps
         return runner
 
@@ -250,17 +241,3 @@ class TrainingWorkload:
         cached = self.plan.build_pipeline_kwargs["cache"]
         warm = (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
         return {"x": dataset, "shuffle": False}, warm
-
-
-class TrainingSearch(Search):
-    """The search over ``fit``: :meth:`run` returns the :class:`TuneResult`."""
-
-    def __init__(
-        self,
-        build_model: Callable[[], keras.Model],
-        data: TrainingData,
-        settings: SearchSettings,
-        clock: Callable[[], float],
-        gpu: GPUWindows,
-    ) -> None:
-        super().__init__(TrainingWorkload(build_model, data, settings, clock), gpu)

@@ -20,10 +20,10 @@ from tfthroughput.tuning._arguments import (
     check_fraction,
     check_seed,
 )
-from tfthroughput.tuning._environment import clear_session, gpu_sampler, policy_to_try
+from tfthroughput.tuning._engine import run_search
+from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
-from tfthroughput.tuning._inference_workload import InferenceSearch, InferenceSettings
-from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning._inference_workload import InferenceSettings, InferenceWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 
@@ -204,18 +204,8 @@ def tune_inference(
     given = {name: value for name, value in locals().items() if name != "training_only"}
     arguments = InferenceArguments(**given)
     settings = arguments.settings()
-    policy_in_force = keras.config.dtype_policy()
-    clear_session(policy_in_force)
-    sampler = gpu_sampler()
-    try:
-        search = InferenceSearch(
-            build_model, arguments.inputs, settings, arguments.clock, GPUWindows(sampler)
-        )
-        result = search.run()
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        clear_session(policy_in_force)
+    inputs, clock = arguments.inputs, arguments.clock
+    result = run_search(InferenceWorkload, build_model, inputs, settings, clock)
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result

@@ -14,10 +14,9 @@ import keras
 
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
-from tfthroughput.tuning._environment import clear_session, gpu_sampler
-from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning._engine import run_search
 from tfthroughput.tuning._settings import search_settings
-from tfthroughput.tuning._training_workload import SearchSettings, TrainingSearch
+from tfthroughput.tuning._training_workload import TrainingSettings, TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
@@ -112,24 +111,10 @@ def _tune_training(arguments: TuneArguments) -> TuneResult:
     return result
 
 
-def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
-    """Run the trials, in a clean Keras session, with GPU-Util sampled where there is a GPU."""
-    policy_in_force = keras.config.dtype_policy()
-    clear_session(policy_in_force)
-    sampler = gpu_sampler()
-    try:
-        search = TrainingSearch(
-            in_scope(arguments.build_model, arguments.strategy),
-            arguments.training,
-            settings,
-            arguments.clock,
-            GPUWindows(sampler),
-        )
-        return search.run()
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        clear_session(policy_in_force)
+def _search(arguments: TuneArguments, settings: TrainingSettings) -> TuneResult:
+    build_model = in_scope(arguments.build_model, arguments.strategy)
+    training, clock = arguments.training, arguments.clock
+    return run_search(TrainingWorkload, build_model, training, settings, clock)
 
 
 def _examples_per_step(training: Any) -> int:
