@@ -19,9 +19,9 @@ tried in which order, and the result it makes. The rules live here once:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import keras
 
@@ -66,60 +66,79 @@ def lengthen(
     return seconds
 
 
-class Workload(Protocol):
-    """What a mode of ``tune`` brings to the search (its runners: ``_runner.Runner``,
-    ``_predict_runner.PredictRunner``, or a test's with known costs). It is made by
-    ``workload(build_model, data, settings, clock, **options)``.
+class Workload:
+    """What a mode of ``tune`` brings to the search; subclasses define the methods without a
+    default. Its runners are ``_runner.Runner``, ``_predict_runner.PredictRunner``, or a
+    test's with known costs.
+
+    Args:
+        build_model: The user's builder.
+        data: The data, as the mode reads it.
+        settings: The mode's search settings.
+        clock: Seconds clock.
 
     Attributes:
-        settings: The mode's search settings (``rounds``, ``time_budget``, ``notes``,
-            ``policy``, ``confirm_rounds``, ...).
-        clock: Seconds clock.
         knobs: The knobs in the order tried, each called with the search.
         trial_type: The mode's trial class (``TuneTrial``, ``InferenceTrial``).
         cannot_run: Why there is nothing to tune when the baseline fails, as a sentence's start.
         best_margin: What a faster trial's ratio must beat the best's by to become the best.
     """
 
-    settings: Any
-    clock: Callable[[], float]
-    knobs: Sequence[Callable[[Search], None]]
+    knobs: tuple[Callable[[Search], None], ...] = ()
     trial_type: type
     cannot_run: str
-    best_margin: float
+    best_margin = 0.0
+
+    def __init__(
+        self, build_model: Callable[[], Any], data: Any, settings: Any, clock: Callable
+    ) -> None:
+        self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
 
     def baseline(self) -> Any:
         """The model as given, started and its timed run set; raises ``TrialFailed``."""
+        raise NotImplementedError
 
     def candidate(self, search: Search, setup: TuneSetup, **how: Any) -> Any:
         """A runner for ``setup``, not started yet (``how``: what the knob asks of it)."""
-
-    def before_round(self, base: Any, runner: Any) -> Callable[[], None] | None:
-        """What to do before each alternated round (sample latencies), or ``None``."""
+        raise NotImplementedError
 
     def judge(self, search: Search, setup, label, runner, comparison, **how: Any) -> Any:
         """The trial of a started and compared runner: its math checked, its status."""
-
-    def math_of(self, runner: Any) -> Any:
-        """What the best setup's runner keeps for later checks (its outputs), or ``None``."""
-
-    def search_speeds(self, base: Any) -> list[float]:
-        """The baseline's own examples/s, shown where no comparison ran (may be empty)."""
-
-    def baseline_figures(self, base: Any) -> dict[str, Any]:
-        """The baseline trial's fields besides its speed, read from its runner at the end."""
+        raise NotImplementedError
 
     def search_run_examples(self, search: Search) -> float:
         """Examples in one of the search's timed runs of the baseline."""
+        raise NotImplementedError
 
     def confirm(self, search: Search, candidates: list, most: float) -> Confirmation:
         """The pick confirmed by the workload's own piece of work, at most ``most`` examples."""
+        raise NotImplementedError
 
     def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
         """What the chosen setup changes for the user, as sentences."""
+        raise NotImplementedError
 
     def result(self, **fields: Any) -> Any:
         """The mode's result from the fields every result has."""
+        raise NotImplementedError
+
+    def before_round(self, base: Any, runner: Any) -> Callable[[], None] | None:
+        """What to do before each alternated round (sample latencies); nothing by default."""
+        return None
+
+    def math_of(self, runner: Any) -> Any:
+        """What the best setup's runner keeps for later checks (its outputs); by default
+        nothing: every trial is checked against the baseline."""
+        return None
+
+    def search_speeds(self, base: Any) -> list[float]:
+        """The baseline's own examples/s, shown where no comparison ran; by default none:
+        its speed comes from the rounds only."""
+        return []
+
+    def baseline_figures(self, base: Any) -> dict[str, Any]:
+        """The baseline trial's fields besides its speed, read from its runner at the end."""
+        return {}
 
 
 class Search:

@@ -18,7 +18,7 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._engine import Search, SearchSettings, lengthen
+from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._inference_knobs import LATENCY_SAMPLES, inference_knobs
 from tfthroughput.tuning._measure import MIN_NOISE
@@ -50,7 +50,7 @@ class InferenceSettings(SearchSettings):
     max_batch_latency_ms: float | None
 
 
-class InferenceWorkload:
+class InferenceWorkload(Workload):
     """Trials of ``predict`` on the user's inputs (see
     :class:`~tfthroughput.tuning._engine.Workload`).
 
@@ -75,7 +75,7 @@ class InferenceWorkload:
         clock: Callable[[], float],
         runner: Callable[..., PredictRunner] = PredictRunner,
     ) -> None:
-        self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
+        super().__init__(build_model, data, settings, clock)
         self.knobs = inference_knobs(settings)
         self._runner = runner
         self._first_speed = 0.0

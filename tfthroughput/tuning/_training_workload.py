@@ -18,7 +18,7 @@ import keras
 
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
-from tfthroughput.tuning._engine import Search, SearchSettings, lengthen
+from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import PROBE, REJECTED
 from tfthroughput.tuning._training_knobs import training_knobs
@@ -44,7 +44,7 @@ class TrainingSettings(SearchSettings):
     callbacks: tuple = ()  # the user's, run in the confirmation's epochs
 
 
-class TrainingWorkload:
+class TrainingWorkload(Workload):
     """Trials of ``fit`` on the user's data (see :class:`~tfthroughput.tuning._engine.Workload`).
 
     Attributes:
@@ -64,7 +64,7 @@ class TrainingWorkload:
         settings: TrainingSettings,
         clock: Callable[[], float],
     ) -> None:
-        self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
+        super().__init__(build_model, data, settings, clock)
         self.knobs = training_knobs(settings)
         self.steps = self.timed_steps = settings.steps
         self.plan: _pipeline.PipelinePlan | None = None
@@ -107,9 +107,6 @@ class TrainingWorkload:
         if setup.augment_on_device:  # tuning/_device_augmentation.py
             build = _device_augmentation.device_builder(self.build_model, feed["x"])
         return self.runner(setup, build, feed, steps=steps, warm_data=warm, warmup_steps=warmup)
-
-    def before_round(self, base: Runner, runner: Runner) -> None:
-        return None
 
     def judge(
         self,
@@ -154,15 +151,6 @@ class TrainingWorkload:
             loss_check=check,
             reason="; ".join(notes),
         )
-
-    def math_of(self, runner: Runner) -> None:
-        return None  # every loss is checked against the baseline's
-
-    def search_speeds(self, base: Runner) -> list[float]:
-        return []  # the baseline's speed is shown from the rounds only
-
-    def baseline_figures(self, base: Runner) -> dict[str, Any]:
-        return {}
 
     def search_run_examples(self, search: Search) -> float:
         return self.timed_steps * self.examples_per_step(search.base_setup.batch_size)

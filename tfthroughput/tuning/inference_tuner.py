@@ -21,9 +21,9 @@ from tfthroughput.tuning._arguments import (
     check_seed,
 )
 from tfthroughput.tuning._engine import run_search
-from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
-from tfthroughput.tuning._inference_workload import InferenceSettings, InferenceWorkload
+from tfthroughput.tuning._inference_workload import InferenceWorkload
+from tfthroughput.tuning._settings import inference_settings
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.inference_result import InferenceTuneResult
 
@@ -132,33 +132,6 @@ class InferenceArguments(SearchArguments):
         ):
             object.__setattr__(self, name, value)
 
-    def settings(self) -> InferenceSettings:
-        """What the search tries, with a note for each knob it leaves out."""
-        notes = []
-        if self.pipeline:
-            notes.append(
-                "input pipeline not tried in inference mode: diagnose(model, dataset, "
-                'mode="inference") measures whether it is the limit'
-            )
-        policy = policy_to_try(self.precision, notes)
-        xla = self.xla
-        if xla and keras.backend.backend() == "jax":
-            xla = False
-            notes.append("XLA not flipped: JAX compiles predict with XLA already")
-        return InferenceSettings(
-            steps=self.steps,
-            rounds=self.rounds,
-            time_budget=self.time_budget,
-            output_tolerance=self.output_tolerance,
-            seed=self.seed,
-            max_steps_per_execution=self.max_steps_per_execution,
-            max_batch_latency_ms=self.max_batch_latency_ms,
-            policy=policy,
-            try_xla=xla,
-            notes=tuple(notes),
-            confirm_rounds=self.confirm_rounds,
-        )
-
 
 def tune_inference(
     build_model: Callable[[], keras.Model],
@@ -203,7 +176,7 @@ def tune_inference(
     """
     given = {name: value for name, value in locals().items() if name != "training_only"}
     arguments = InferenceArguments(**given)
-    settings = arguments.settings()
+    settings = inference_settings(arguments)
     inputs, clock = arguments.inputs, arguments.clock
     result = run_search(InferenceWorkload, build_model, inputs, settings, clock)
     if log_dir is not None:

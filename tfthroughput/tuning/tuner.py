@@ -15,7 +15,7 @@ import keras
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._engine import run_search
-from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning._settings import training_settings
 from tfthroughput.tuning._training_workload import TrainingSettings, TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
@@ -104,7 +104,7 @@ def tune(
 
 
 def _tune_training(arguments: TuneArguments) -> TuneResult:
-    result = _search(arguments, search_settings(arguments))
+    result = _search(arguments, training_settings(arguments))
     result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
     if arguments.log_dir is not None:
         result.write_to_tensorboard(arguments.log_dir)
