@@ -15,12 +15,13 @@ import keras
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._engine import run_search
-from tfthroughput.tuning._settings import training_settings
-from tfthroughput.tuning._training_workload import TrainingSettings, TrainingWorkload
+from tfthroughput.tuning._inference_arguments import InferenceArguments, split_mode
+from tfthroughput.tuning._inference_workload import InferenceWorkload
+from tfthroughput.tuning._settings import inference_settings, training_settings
+from tfthroughput.tuning._training_workload import TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
-from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
 from tfthroughput.tuning.result import TuneResult
 
 
@@ -98,23 +99,27 @@ def tune(
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
     """
     given, inference = split_mode(locals())  # inference: None in training mode
-    if inference:
-        return tune_inference(**given, **inference)
-    return _tune_training(TuneArguments(**given))  # checked on creation: tuning/_arguments.py
-
-
-def _tune_training(arguments: TuneArguments) -> TuneResult:
-    result = _search(arguments, training_settings(arguments))
-    result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
+    if inference is None:
+        arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
+        result = _tune_training(arguments)
+    else:
+        arguments = InferenceArguments(**inference)  # tuning/_inference_arguments.py
+        settings = inference_settings(arguments)
+        build, inputs, clock = arguments.build_model, arguments.inputs, arguments.clock
+        result = run_search(InferenceWorkload, build, inputs, settings, clock)
     if arguments.log_dir is not None:
         result.write_to_tensorboard(arguments.log_dir)
     return result
 
 
-def _search(arguments: TuneArguments, settings: TrainingSettings) -> TuneResult:
+def _tune_training(arguments: TuneArguments) -> TuneResult:
+    """The search under the strategy, its result with the batches per replica."""
     build_model = in_scope(arguments.build_model, arguments.strategy)
-    training, clock = arguments.training, arguments.clock
-    return run_search(TrainingWorkload, build_model, training, settings, clock)
+    settings = training_settings(arguments)
+    result = run_search(
+        TrainingWorkload, build_model, arguments.training, settings, arguments.clock
+    )
+    return describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
 
 
 def _examples_per_step(training: Any) -> int:

@@ -1,18 +1,13 @@
-"""``tune(..., mode="inference")``: make ``model.predict`` faster on the user's own model, with
-the same outputs. ``tune`` checks the mode (:func:`check_mode`) and hands its arguments to
-:func:`tune_inference`; :class:`InferenceArguments` checks them, as ``TuneArguments`` does
-for training."""
+"""``tune``'s mode and its arguments in inference mode: ``tune`` checks the mode
+(:func:`split_mode`), and :class:`InferenceArguments` checks the arguments of
+``tune(..., mode="inference")``, as ``TuneArguments`` does for training."""
 
 from __future__ import annotations
 
 import math
 import numbers
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import keras
 
 from tfthroughput._validation import check_callable, check_positive_int
 from tfthroughput.tuning._arguments import (
@@ -20,12 +15,7 @@ from tfthroughput.tuning._arguments import (
     check_fraction,
     check_seed,
 )
-from tfthroughput.tuning._engine import run_search
 from tfthroughput.tuning._inference_data import InferenceData, inference_data
-from tfthroughput.tuning._inference_workload import InferenceWorkload
-from tfthroughput.tuning._settings import inference_settings
-from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
-from tfthroughput.tuning.inference_result import InferenceTuneResult
 
 # Relative difference of outputs allowed for knobs that change the arithmetic (XLA, the
 # batch size, the dtype policy): bfloat16 keeps 8 bits of mantissa (0.4 % per rounding), and
@@ -69,7 +59,8 @@ def check_mode(mode: object, given: dict[str, Any]) -> bool:
 
 
 def split_mode(arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """tune's arguments without those of inference, and those (``None`` in training mode).
+    """tune's arguments for ``TuneArguments``, and, in inference mode, those for
+    :class:`InferenceArguments` (``None`` in training mode).
 
     Raises:
         ValueError: As :func:`check_mode`.
@@ -77,7 +68,10 @@ def split_mode(arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     given = dict(arguments)
     inference = {name: given.pop(name) for name in INFERENCE_ONLY}
     mode = inference.pop("mode")
-    return given, (inference if check_mode(mode, {**given, **inference}) else None)
+    if not check_mode(mode, {**given, **inference}):
+        return given, None
+    shared = {name: value for name, value in given.items() if name not in TRAINING_ONLY}
+    return given, {**shared, **inference}
 
 
 def check_latency_limit(max_batch_latency_ms: object) -> float | None:
@@ -131,54 +125,3 @@ class InferenceArguments(SearchArguments):
             ("inputs", inference_data(self.data, self.batch_size)),
         ):
             object.__setattr__(self, name, value)
-
-
-def tune_inference(
-    build_model: Callable[[], keras.Model],
-    data: Any,
-    *,
-    batch_size: int | None = None,
-    time_budget: float = 180.0,
-    steps: int = 128,
-    rounds: int = 3,
-    confirm_rounds: int = CONFIRM_ROUNDS,
-    precision: Any = None,
-    pipeline: bool = True,
-    xla: bool = True,
-    max_steps_per_execution: int = 1024,
-    seed: int = 0,
-    log_dir: str | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-    max_batch_latency_ms: float | None = None,
-    output_tolerance: float | None = None,
-    **training_only: Any,
-) -> InferenceTuneResult:
-    """Measure ``predict``'s knobs on fresh copies of a model and choose the fastest setup.
-
-    ``tune(build_model, x, mode="inference", ...)`` calls this with its arguments (those of
-    training only, ``training_only``, were checked unset by :func:`check_mode`). The baseline
-    is ``predict`` as given; then the batch size (doubling), XLA flipped,
-    ``steps_per_execution`` (doubling) and the recommended dtype policy, each on the best
-    setup so far, measured against the baseline in alternated rounds, with the per-batch
-    latency and the outputs checked (``tuning/_inference_knobs.py``; the docs' page "Tune:
-    inference"). ``pipeline`` only adds a note: the input is ``diagnose``'s to measure.
-
-    Returns:
-        A frozen :class:`~tfthroughput.tuning.InferenceTuneResult`.
-
-    Raises:
-        TypeError, ValueError: For invalid arguments, naming the argument and the value.
-        RuntimeError: If ``predict`` fails on the model as given.
-
-    Example:
-        >>> result = tune_inference(build_model, x_test, max_batch_latency_ms=50)  # doctest: +SKIP
-        >>> model.predict(x_test, **result.predict_kwargs)  # doctest: +SKIP
-    """
-    given = {name: value for name, value in locals().items() if name != "training_only"}
-    arguments = InferenceArguments(**given)
-    settings = inference_settings(arguments)
-    inputs, clock = arguments.inputs, arguments.clock
-    result = run_search(InferenceWorkload, build_model, inputs, settings, clock)
-    if log_dir is not None:
-        result.write_to_tensorboard(log_dir)
-    return result
