@@ -27,8 +27,8 @@ import keras
 
 from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
-from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import FAILED, FASTER
+from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning._trial_verdict import as_given, over_budget
 from tfthroughput.tuning.confirmation import Confirmation, picks, run_examples
 from tfthroughput.tuning.setup import TuneSetup
