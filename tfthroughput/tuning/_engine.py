@@ -275,15 +275,6 @@ class Search:
         return self.workload.confirm(self, candidates, most)
 
 
-def policy_knob(search: Search) -> None:
-    """The knob both modes try: the policy ``recommend_precision`` recommends, where it is not
-    the one in force, on the best setup so far (a new arithmetic: its math is checked at the
-    mode's tolerance)."""
-    policy = search.settings.policy
-    if policy is not None and policy != search.base_setup.policy:
-        search.try_setup(search.best[0].with_(policy=policy))
-
-
 def run_search(
     workload: Callable[..., Workload],
     build_model: Callable[[], Any],

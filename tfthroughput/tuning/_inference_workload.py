@@ -5,7 +5,7 @@ baseline's examples (``_predict_runner``), and its math is checked by its output
 to the best setup so far, exactly against that setup's. Before each round both runners take a
 few single-batch latency samples; a trial over ``max_batch_latency_ms`` is not chosen.
 
-The knobs and their order are ``_inference_knobs``'; the confirmation's piece of work is a
+The knobs and their order are in ``_knobs``; the confirmation's piece of work is a
 whole ``predict`` call on the data as given.
 """
 
@@ -20,7 +20,7 @@ import keras
 
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._inference_knobs import LATENCY_SAMPLES, inference_knobs
+from tfthroughput.tuning._knobs import LATENCY_SAMPLES, inference_knobs
 from tfthroughput.tuning._measure import MIN_NOISE
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY

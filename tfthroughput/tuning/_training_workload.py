@@ -4,7 +4,7 @@ checked by its warm-up loss against the baseline's (``loss_check``).
 
 The baseline's timed run is doubled until it lasts 0.1 s (at most 64 times its warm-up); a
 larger batch runs proportionally fewer steps, so every trial times about the baseline's
-examples. The knobs and their order are ``_training_knobs``'; the confirmation's piece of work
+examples. The knobs and their order are in ``_knobs``; the confirmation's piece of work
 is a whole ``fit`` epoch (``_whole_epochs``).
 """
 
@@ -19,9 +19,9 @@ import keras
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning._knobs import training_knobs
 from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import PROBE, REJECTED
-from tfthroughput.tuning._training_knobs import training_knobs
 from tfthroughput.tuning._trial_verdict import measured, speed_status
 from tfthroughput.tuning._whole_epochs import confirm_by_epochs
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
