@@ -99,16 +99,12 @@ def tune(
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
     """
     given, inference = split_mode(locals())  # inference: None in training mode
-    if inference is None:
-        arguments = TuneArguments(**given)  # checked on creation: tuning/_arguments.py
-        result = _tune_training(arguments)
+    if inference is None:  # the arguments are checked on creation (tuning/_arguments.py)
+        result = _tune_training(TuneArguments(**given))
     else:
-        arguments = InferenceArguments(**inference)  # tuning/_inference_arguments.py
-        settings = inference_settings(arguments)
-        build, inputs, clock = arguments.build_model, arguments.inputs, arguments.clock
-        result = run_search(InferenceWorkload, build, inputs, settings, clock)
-    if arguments.log_dir is not None:
-        result.write_to_tensorboard(arguments.log_dir)
+        result = _tune_inference(InferenceArguments(**inference))
+    if log_dir is not None:
+        result.write_to_tensorboard(log_dir)
     return result
 
 
@@ -120,6 +116,13 @@ def _tune_training(arguments: TuneArguments) -> TuneResult:
         TrainingWorkload, build_model, arguments.training, settings, arguments.clock
     )
     return describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
+
+
+def _tune_inference(arguments: InferenceArguments) -> InferenceTuneResult:
+    """The search over ``predict`` (``tuning/_inference_workload.py``)."""
+    settings = inference_settings(arguments)
+    inputs, clock = arguments.inputs, arguments.clock
+    return run_search(InferenceWorkload, arguments.build_model, inputs, settings, clock)
 
 
 def _examples_per_step(training: Any) -> int:
