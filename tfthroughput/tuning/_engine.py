@@ -13,7 +13,8 @@ tried in which order, and the result it makes. The rules live here once:
 - A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
   the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
   that gains nothing measurable is not added).
-- The best so far keeps its runner's math (``Workload.math_of``) for later checks.
+- The best so far keeps its runner's reference for later math checks (``Workload.reference_of``:
+  inference's outputs, which a trial that only adds ``steps_per_execution`` must match).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class Workload:
         """What to do before each alternated round (sample latencies); nothing by default."""
         return None
 
-    def math_of(self, runner: Any) -> Any:
+    def reference_of(self, runner: Any) -> Any:
         """What the best setup's runner keeps for later checks (its outputs); by default
         nothing: every trial is checked against the baseline."""
         return None
@@ -174,7 +175,7 @@ class Search:
         self.base: Any = None  # the baseline's runner, alive for every trial's rounds
         self.base_setup: TuneSetup | None = None
         self.best: tuple[TuneSetup, Comparison | None] | None = None
-        self.best_math: Any = None
+        self.best_reference: Any = None
         self.baseline_speeds: list[float] = []
 
     def run(self) -> Any:
@@ -213,7 +214,7 @@ class Search:
         start = self.clock()
         runner = self.workload.candidate(self, setup, **how)
         label = label or setup.changes_from(self.base_setup)
-        comparison = math = None
+        comparison = reference = None
         try:
             runner.start()
             before_round = self.workload.before_round(self.base, runner)
@@ -224,7 +225,7 @@ class Search:
             comparison = None
         else:
             trial = self.workload.judge(self, setup, label, runner, comparison, **how)
-            math = self.workload.math_of(runner)
+            reference = self.workload.reference_of(runner)
             self.baseline_speeds += comparison.baseline_speeds
         finally:
             runner.close()
@@ -235,7 +236,7 @@ class Search:
         best_ratio = 1.0 if self.best[1] is None else self.best[1].ratio
         margin = 1.0 + self.workload.best_margin
         if trial.status == FASTER and comparison.ratio > best_ratio * margin:
-            self.best, self.best_math = (setup, comparison), math
+            self.best, self.best_reference = (setup, comparison), reference
         return trial
 
     def _measure_baseline(self) -> None:
@@ -247,7 +248,7 @@ class Search:
                 f"{self.workload.cannot_run}, so there is nothing to tune: {error}"
             ) from error
         self.base, self.base_setup = runner, runner.setup
-        self.best, self.best_math = (runner.setup, None), self.workload.math_of(runner)
+        self.best, self.best_reference = (runner.setup, None), self.workload.reference_of(runner)
         self._costs.append(self.clock() - start)
         self.trials.append(self.workload.trial_type(**as_given(runner)))
 

@@ -121,7 +121,7 @@ class InferenceWorkload(Workload):
         if setup.with_(steps_per_execution=parent.steps_per_execution) == parent:
             # Only steps_per_execution added: the setup it was added to must be matched exactly.
             check = compare_outputs(
-                search.best_math,
+                search.best_reference,
                 runner.outputs,
                 same_arithmetic=True,
                 tolerance=EXACT_OUTPUT_TOLERANCE,
@@ -157,7 +157,7 @@ class InferenceWorkload(Workload):
             reason="; ".join(runner.notes),
         )
 
-    def math_of(self, runner: PredictRunner) -> Any:
+    def reference_of(self, runner: PredictRunner) -> Any:
         return runner.outputs  # a steps_per_execution trial must match its parent's exactly
 
     def search_speeds(self, base: PredictRunner) -> list[float]:
