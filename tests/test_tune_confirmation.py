@@ -8,8 +8,8 @@ import pytest
 
 from tfthroughput.tuning._arguments import training_data
 from tfthroughput.tuning._inference_data import inference_data
-from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import FASTER, NOT_FASTER
+from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
 from tfthroughput.tuning.confirmation import WholeRuns, confirm, picks, run_examples
 from tfthroughput.tuning.result import TuneTrial

@@ -16,7 +16,7 @@ import pytest
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
 from tfthroughput.tuning._inference_data import inference_data
-from tfthroughput.tuning._inference_search import InferenceSearch, InferenceSettings
+from tfthroughput.tuning._inference_workload import InferenceSearch, InferenceSettings
 from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._predict_runner import percentile
 from tfthroughput.tuning._status import (

@@ -19,15 +19,14 @@ from typing import Any
 
 import keras
 
-from tfthroughput._validation import check_model
 from tfthroughput.diagnosis.trial_memory import to_mib
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._runner import (
+from tfthroughput.tuning._trial_model import (
+    USER_MODEL_ERRORS,
     TrialFailed,
-    _device_peak_bytes,
-    _reason,
-    call_builder,
-    configured_model,
+    device_peak_bytes,
+    trial_failures,
+    trial_model,
 )
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -106,32 +105,29 @@ class PredictRunner:
         """Build, configure, warm up and predict the check examples. Raises
         :class:`TrialFailed` with the reason; with ``user_model_errors``, a builder that
         returns no model raises its own ``TypeError``."""
-        _device_peak_bytes()  # resets the device's peak, so the trial's own is read after
+        device_peak_bytes()  # resets the device's peak, so the trial's own is read after
         start = self._clock()
-        call_builder(self._build, _predict_reason, user_model_errors=user_model_errors)
+        with trial_failures("predict", USER_MODEL_ERRORS if user_model_errors else ()):
+            self._build()
         size = self.setup.batch_size
         self.examples_per_step = size if size is not None else self._data.batch_examples()
         self._feed = self._data.feed(size, self.steps)
         self._batch = self._data.one_batch(size)
-        try:
+        with trial_failures("predict"):
             # At least two whole executions, so the timed runs' function is the one traced.
             warmup = max(self._warmup_steps, 2 * self.setup.steps_per_execution)
             self.model.predict(**self._data.feed(size, warmup), verbose=0)
             self.model.predict_on_batch(self._batch)
             self.outputs = self.model.predict(**self._data.check_feed(size), verbose=0)
-        except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
-            raise TrialFailed(_predict_reason(error)) from error
         self.warmup_seconds = self._clock() - start
-        self.memory_mib = to_mib(_device_peak_bytes())
+        self.memory_mib = to_mib(device_peak_bytes())
 
     def run(self) -> float:
         """Seconds of ``steps`` batches of ``predict`` (the timed part of one call, scaled to
         ``steps`` batches)."""
         timer = _FromExecution(self._clock, self.setup.steps_per_execution)
-        try:
+        with trial_failures("predict"):
             self.model.predict(**self._feed, verbose=0, callbacks=[timer])
-        except Exception as error:  # noqa: BLE001
-            raise TrialFailed(_predict_reason(error)) from error
         end = self._clock()
         if timer.start is None or timer.timed_from >= self.steps:
             raise TrialFailed(f"predict ran fewer than {self.steps} batches")
@@ -142,20 +138,16 @@ class PredictRunner:
         (its set-up included: the confirmation times what the user's call costs), and the
         examples it predicted."""
         start = self._clock()
-        try:
+        with trial_failures("predict"):
             outputs = self.model.predict(**feed, verbose=0)
-        except Exception as error:  # noqa: BLE001
-            raise TrialFailed(_predict_reason(error)) from error
         return self._clock() - start, int(keras.tree.flatten(outputs)[0].shape[0])
 
     def sample_latency(self, count: int) -> None:
         """Time ``count`` single-batch calls (``predict_on_batch``, outputs on the host)."""
         for _ in range(count):
             start = self._clock()
-            try:
+            with trial_failures("predict"):
                 self.model.predict_on_batch(self._batch)
-            except Exception as error:  # noqa: BLE001
-                raise TrialFailed(_predict_reason(error)) from error
             self.latencies.append(self._clock() - start)
 
     def latency_ms(self, fraction: float) -> float | None:
@@ -174,20 +166,8 @@ class PredictRunner:
         gc.collect()
 
     def _build(self) -> None:
-        keras.utils.set_random_seed(self._seed)
-        if self.setup is None:
-            model = check_model(self._build_model(), returned_by="build_model", compiled=False)
-            self.setup = TuneSetup(
-                int(getattr(model, "steps_per_execution", 1) or 1),
-                bool(model.jit_compile),
-                keras.config.dtype_policy().name,
-                batch_size=self._data.batch_size,
-            )
-            self.model = model
-            return
-        self.model, notes = configured_model(self._build_model, self.setup, loop="predict")
+        size = self._data.batch_size
+        self.model, self.setup, notes = trial_model(
+            self._build_model, self.setup, seed=self._seed, batch_size=size, loop="predict"
+        )
         self.notes += notes
-
-
-def _predict_reason(error: BaseException) -> str:
-    return _reason(error).replace("the train step", "the predict step")

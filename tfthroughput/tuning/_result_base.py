@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput.tuning._status import BASELINE, FASTER
+from tfthroughput.tuning._table import confirmed_figure
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -68,6 +69,17 @@ class ResultBase:
     def compile_kwargs(self) -> dict[str, Any]:
         """``model.compile`` keyword arguments of the chosen setup."""
         return self.chosen.compile_kwargs
+
+    def _snippet_start(self) -> list[str]:
+        """The snippet's first lines in both modes: the confirmed figure, the policy to build
+        under."""
+        lines = []
+        if getattr(self, "confirmation", None) is not None and self.improved:
+            lines.append(f"# {confirmed_figure(self.confirmation)}")
+        if self.chosen.policy != self.baseline.policy:
+            policy = self.chosen.policy
+            lines.append(f"tfthroughput.mixed_precision({policy!r})  # before building")
+        return lines
 
     def _leading_dict(self) -> dict[str, Any]:
         """The JSON values every result starts with, in the order both write them."""

@@ -8,26 +8,23 @@ baseline's and the warm-up losses can be compared.
 
 from __future__ import annotations
 
-import contextlib
+import gc
 import math
-import sys
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
 
-from tfthroughput._validation import check_model
 from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
-from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
-from tfthroughput.precision.xla import is_xla_failure
-from tfthroughput.tuning.distribution import replica_failure
+from tfthroughput.tuning._trial_model import (
+    USER_MODEL_ERRORS,
+    TrialFailed,
+    device_peak_bytes,
+    trial_failures,
+    trial_model,
+)
 from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.setup import TuneSetup
-
-
-class TrialFailed(Exception):
-    """A trial that cannot be chosen; the message is the reason shown in the table."""
 
 
 class _EpochSeconds(keras.callbacks.Callback):
@@ -60,20 +57,6 @@ class _EpochStart(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._timer.begin()
-
-
-def _reason(error: BaseException) -> str:
-    known = replica_failure(error)
-    if known is not None:
-        return known
-    lines = str(error).strip().splitlines()
-    first = (lines[0] if lines else "")[:160]
-    if is_xla_failure(error):
-        return f"XLA could not compile the train step ({first})"
-    name = type(error).__name__
-    if name == "ResourceExhaustedError" or isinstance(error, MemoryError):
-        return f"out of memory ({name}: {first})"
-    return f"{name}: {first}" if first else name
 
 
 class Runner:
@@ -136,42 +119,41 @@ class Runner:
         release_free_memory()
         with PeakAdded() as memory:
             start = self._clock()
-            call_builder(self._build, _reason, user_model_errors=user_model_errors)
+            with trial_failures("train", USER_MODEL_ERRORS if user_model_errors else ()):
+                self._build()
             if self._warm_data is not None:
                 self._warm_data()
             self.warmup_loss = self._fit(self.warmup_steps)[1]
             self.warmup_seconds = self._clock() - start
-        self.memory_mib = to_mib(_device_peak_bytes() or memory.added)
+        self.memory_mib = to_mib(device_peak_bytes() or memory.added)
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
         return self._fit(self.steps)[0]
 
-    def set_feed(self, feed: dict[str, Any]) -> None:
-        """Feed later runs from ``feed`` (longer runs need more data from arrays)."""
-        self._feed = feed
+    def set_steps(self, steps: int, feed: dict[str, Any]) -> None:
+        """Make later timed runs ``steps`` steps long, fed from ``feed`` (longer runs need
+        more data from arrays)."""
+        self.steps, self._feed = steps, feed
 
     def close(self) -> None:
+        """Drop the model and collect it, so the next trial has its memory."""
         self.model = None
+        gc.collect()
 
     def _build(self) -> None:
-        keras.utils.set_random_seed(self._seed)
-        if self.setup is None:
-            model = check_model(self._build_model(), returned_by="build_model")
-            self.setup = TuneSetup(
-                int(model.steps_per_execution),
-                bool(model.jit_compile),
-                keras.config.dtype_policy().name,
-                batch_size=self._batch_size,
-            )
-            self.model = model
-            return
-        self.model, notes = configured_model(self._build_model, self.setup, loop="train")
+        self.model, self.setup, notes = trial_model(
+            self._build_model,
+            self.setup,
+            seed=self._seed,
+            batch_size=self._batch_size,
+            loop="train",
+        )
         self.notes += notes
 
     def _fit(self, steps: int | None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
-        try:
+        with trial_failures("train"):
             history = self.model.fit(
                 **self._feed,
                 epochs=1,
@@ -179,8 +161,6 @@ class Runner:
                 verbose=0,
                 callbacks=timer.around(self._callbacks),
             )
-        except Exception as error:  # noqa: BLE001 - OOM, XLA, ...: reported with the reason
-            raise TrialFailed(_reason(error)) from error
         try:
             loss, note = reported_loss(history.history)
         except ValueError as error:
@@ -192,79 +172,3 @@ class Runner:
         if len(timer.seconds) != 1:
             raise TrialFailed("fit stopped before the end of the epoch (stop_training was set)")
         return timer.seconds[0], loss
-
-
-def call_builder(
-    build: Callable[[], None],
-    reason: Callable[[BaseException], str],
-    *,
-    user_model_errors: bool = False,
-) -> None:
-    """Call ``build``; what it raises becomes :class:`TrialFailed` with ``reason(error)``.
-
-    With ``user_model_errors``, its ``TypeError``/``ValueError`` passes unchanged (the
-    baseline: the user must fix the builder)."""
-    try:
-        build()
-    except TrialFailed:
-        raise
-    except (TypeError, ValueError) as error:
-        if user_model_errors:
-            raise
-        raise TrialFailed(reason(error)) from error
-    except Exception as error:  # noqa: BLE001 - a failing trial is reported, not raised
-        raise TrialFailed(reason(error)) from error
-
-
-def configured_model(
-    build_model: Callable[[], keras.Model], setup: TuneSetup, *, loop: str
-) -> tuple[keras.Model, list[str]]:
-    """A model built under ``setup``'s policy with its ``steps_per_execution`` and XLA, and
-    the first sentence of each low-precision warning the build gave.
-
-    Args:
-        build_model: The user's builder.
-        setup: The knobs.
-        loop: ``"train"`` (the model must be compiled; its outputs' precision is checked
-            here, where a float16 loss would start) or ``"predict"`` (no compile needed;
-            its outputs are compared with the baseline's by the output check instead).
-
-    Raises:
-        TrialFailed: If a layer does not support XLA and ``setup`` turns it on.
-    """
-    training = loop == "train"
-    with mixed_precision(setup.policy), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = check_model(build_model(), returned_by="build_model", compiled=training)
-        model.steps_per_execution = setup.steps_per_execution
-        model.jit_compile = setup.jit_compile
-        if setup.jit_compile and not model.jit_compile:
-            raise TrialFailed("a layer of the model does not support XLA (Keras says so)")
-        setattr(model, f"{loop}_function", None)  # rebuilt with the knobs on the next call
-        if training and setup.policy != "float32":
-            with contextlib.suppress(ValueError):  # not built yet: checked after warm-up
-                check_mixed_precision_outputs(model)
-    ours = {str(w.message).split(". ")[0] for w in caught if "low precision" in str(w.message)}
-    return model, sorted(ours)
-
-
-def _device_peak_bytes() -> int | None:
-    """Peak memory of the first GPU where the backend tells it (TensorFlow, JAX), else None."""
-    tf = sys.modules.get("tensorflow")
-    if keras.backend.backend() == "tensorflow" and tf is not None:
-        gpus = tf.config.list_logical_devices("GPU")
-        if gpus:
-            try:
-                peak = tf.config.experimental.get_memory_info(gpus[0].name)["peak"]
-                tf.config.experimental.reset_memory_stats(gpus[0].name)
-                return int(peak)
-            except (ValueError, RuntimeError):
-                return None
-    if keras.backend.backend() == "jax":
-        import jax
-
-        device = jax.devices()[0]
-        if device.platform == "gpu":
-            stats = device.memory_stats() or {}
-            return stats.get("peak_bytes_in_use")
-    return None

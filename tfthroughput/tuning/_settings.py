@@ -1,4 +1,5 @@
-"""What ``tune``'s search tries, decided from its checked arguments and this machine.
+"""What ``tune``'s search tries in either mode, decided from its checked arguments and this
+machine.
 
 Each knob left out, or bounded, leaves a note that the result prints: the callbacks' batch
 hooks and the epoch length bound ``steps_per_execution``, ``recommend_precision`` picks the
@@ -7,18 +8,21 @@ dtype policy, the backend decides whether XLA is flipped and the pipeline tried.
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 
 from tfthroughput.tuning._arguments import PY_DATASET, TuneArguments
 from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._epoch import epoch_steps
-from tfthroughput.tuning._search import SearchSettings
+from tfthroughput.tuning._inference_workload import InferenceSettings
+from tfthroughput.tuning._training_workload import TrainingSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
-def search_settings(arguments: TuneArguments) -> SearchSettings:
-    """The settings of the search, with a note for each knob bounded or not tried."""
+def training_settings(arguments: TuneArguments) -> TrainingSettings:
+    """The training search's settings, with a note for each knob bounded or not tried."""
     notes: list[str] = []
     training, limit = arguments.training, arguments.max_steps_per_execution
     epoch = epoch_steps(arguments.steps_per_epoch, notes)  # to divide, where given
@@ -27,14 +31,12 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
     bound = _callback_bound(arguments.callbacks, bound, notes)
     if length is not None and length < limit:
         notes.append(f"steps_per_execution bounded by the epoch length ({length} steps)")
-    policy = policy_to_try(arguments.precision, notes)
-    xla = arguments.xla
-    if xla and keras.backend.backend() == "jax":
-        xla = False
-        notes.append(
-            "XLA not flipped: JAX compiles every step with XLA, and jit_compile=False would "
-            "run the steps eagerly"
-        )
+    shared = _shared(
+        arguments,
+        notes,
+        jax_xla="XLA not flipped: JAX compiles every step with XLA, and jit_compile=False would "
+        "run the steps eagerly",
+    )
     # A PyDataset's input side is measured, not rebuilt: no TensorFlow needed for that.
     try_pipeline = arguments.pipeline and (
         keras.backend.backend() == "tensorflow" or training.kind == PY_DATASET
@@ -44,22 +46,56 @@ def search_settings(arguments: TuneArguments) -> SearchSettings:
             "input pipeline not tried: the pipeline knob needs TensorFlow (Keras backend is "
             f"{keras.backend.backend()})"
         )
-    return SearchSettings(
-        steps=arguments.steps,
-        rounds=arguments.rounds,
-        time_budget=arguments.time_budget,
+    return TrainingSettings(
+        **shared,
         loss_tolerance=arguments.loss_tolerance,
-        seed=arguments.seed,
         max_steps_per_execution=bound,
-        policy=policy,
         try_pipeline=try_pipeline,
-        try_xla=xla,
         allow_batch_change=arguments.allow_batch_change,
         notes=tuple(notes),
         epoch_steps=epoch,
-        confirm_rounds=arguments.confirm_rounds,
         callbacks=tuple(arguments.callbacks or ()),
     )
+
+
+def inference_settings(arguments: Any) -> InferenceSettings:
+    """The inference search's settings (``arguments``: ``InferenceArguments``), with a note
+    for each knob it leaves out."""
+    notes = []
+    if arguments.pipeline:
+        notes.append(
+            "input pipeline not tried in inference mode: diagnose(model, dataset, "
+            'mode="inference") measures whether it is the limit'
+        )
+    shared = _shared(
+        arguments, notes, jax_xla="XLA not flipped: JAX compiles predict with XLA already"
+    )
+    return InferenceSettings(
+        **shared,
+        output_tolerance=arguments.output_tolerance,
+        max_steps_per_execution=arguments.max_steps_per_execution,
+        max_batch_latency_ms=arguments.max_batch_latency_ms,
+        notes=tuple(notes),
+    )
+
+
+def _shared(arguments: Any, notes: list[str], *, jax_xla: str) -> dict[str, Any]:
+    """The settings both searches take alike: the counts and budget as given, the policy
+    ``recommend_precision`` picks, and XLA flipped except under JAX (``jax_xla``: the note
+    why not, in the mode's words)."""
+    policy = policy_to_try(arguments.precision, notes)
+    xla = arguments.xla and keras.backend.backend() != "jax"
+    if arguments.xla and not xla:
+        notes.append(jax_xla)
+    return {
+        "steps": arguments.steps,
+        "rounds": arguments.rounds,
+        "time_budget": arguments.time_budget,
+        "seed": arguments.seed,
+        "policy": policy,
+        "try_xla": xla,
+        "confirm_rounds": arguments.confirm_rounds,
+    }
 
 
 def _callback_bound(callbacks: object, bound: int, notes: list[str]) -> int:

@@ -1,6 +1,7 @@
-"""What the training and the inference trial loops judge alike: whether a trial may start
-within the budget, the baseline's trial as given, and a measured trial's speed verdict and
-figures. What each checks besides (the loss, the outputs, the latency limit) stays with it.
+"""What the search judges alike in both modes: whether a trial may start within the budget
+(``_engine``), the baseline's trial as given, and a measured trial's speed verdict and
+figures. What each workload checks besides (the loss, the outputs, the latency limit) stays
+with it.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, TrainingData
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -116,3 +117,41 @@ def _examples(x: Any) -> int:
     import keras
 
     return int(keras.tree.flatten(x)[0].shape[0])
+
+
+def confirm_by_epochs(
+    workload: Any, base: TuneSetup, candidates: list[tuple[TuneSetup, str]], most: float
+) -> Confirmation:
+    """The search's pick against a rebuilt baseline by whole ``fit`` epochs of the user's data
+    (``tuning/confirmation.py``), each epoch at most ``most`` examples.
+
+    Args:
+        workload: Training's workload (``_training_workload``): its data, settings, pipeline
+            plan and runners.
+        base: The setup as given.
+        candidates: ``(setup, label)`` pairs to confirm, best first.
+        most: The most examples one timed epoch may hold.
+    """
+    data, settings, epoch = workload.data, workload.settings, workload.settings.epoch_steps
+    multiple = max(s.steps_per_execution for s, _ in [(base, ""), *candidates])
+
+    def start(setup: TuneSetup) -> WholeRuns:
+        step = workload.examples_per_step(setup.batch_size)
+        plan = epoch_plan(data, setup.batch_size, step, epoch, most, multiple)
+        feed, warm = epoch_feed(data, setup, plan, workload.plan, epoch)
+        build = workload.build_model
+        if setup.augment_on_device:
+            build = _device_augmentation.device_builder(build, feed["x"])
+        told = feed.pop("steps_per_epoch")
+        given = None if setup == base else setup
+        runner = workload.runner(
+            given, build, feed, steps=told, warm_data=warm, callbacks=settings.callbacks
+        )
+        runner.start()  # a whole (or shortened) epoch: the timed epochs' warm-up
+        return WholeRuns(runner, plan.examples)
+
+    base_step = workload.examples_per_step(base.batch_size)
+    plan = epoch_plan(data, base.batch_size, base_step, epoch, most, multiple)
+    work = plan.work(bool(settings.callbacks))
+    rounds = settings.confirm_rounds
+    return confirm(start, base, candidates, rounds=rounds, clock=workload.clock, work=work)

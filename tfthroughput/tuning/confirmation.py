@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput.tuning._measure import Comparison, compare
-from tfthroughput.tuning._runner import TrialFailed
 from tfthroughput.tuning._status import FASTER
+from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning.setup import TuneSetup
 
 CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not on 2 of 3
@@ -106,7 +106,7 @@ def confirm(
     Args:
         start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
             piece of work, ``steps * examples_per_step`` examples in it, ``close()``); raises
-            :class:`~tfthroughput.tuning._runner.TrialFailed`.
+            :class:`~tfthroughput.tuning._trial_model.TrialFailed`.
         baseline: The setup as given.
         candidates: ``(setup, label)`` pairs, best first (:func:`picks`).
         rounds: Alternated rounds per candidate.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
-from tfthroughput.tuning._table import TableWords, confirmed_figure, render
+from tfthroughput.tuning._table import TableWords, render
 from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
@@ -117,11 +117,7 @@ class InferenceTuneResult(ResultBase):
     @property
     def snippet(self) -> str:
         """Python lines that apply the chosen setup, with a note for a SavedModel."""
-        chosen, lines = self.chosen, []
-        if self.confirmation is not None and self.improved:
-            lines.append(f"# {confirmed_figure(self.confirmation)}")
-        if chosen.policy != self.baseline.policy:
-            lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
+        chosen, lines = self.chosen, self._snippet_start()
         lines.append("model = build_model()")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
         lines.append(f"model.compile(..., {kwargs})  # or result.apply(model)")

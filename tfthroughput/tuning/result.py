@@ -16,7 +16,7 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     REJECTED,
     SLOWER,
 )
-from tfthroughput.tuning._table import confirmed_figure, render
+from tfthroughput.tuning._table import render
 from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
@@ -97,11 +97,7 @@ class TuneResult(ResultBase):
     @property
     def snippet(self) -> str:
         """Python lines that apply the chosen setup, to paste into a training script."""
-        chosen, lines = self.chosen, []
-        if self.confirmation is not None and self.improved:
-            lines.append(f"# {confirmed_figure(self.confirmation)}")
-        if chosen.policy != self.baseline.policy:
-            lines.append(f"tfthroughput.mixed_precision({chosen.policy!r})  # before building")
+        chosen, lines = self.chosen, self._snippet_start()
         kwargs = ", ".join(f"{k}={v!r}" for k, v in self.compile_kwargs.items())
         compile_line = f"model.compile(..., {kwargs})"
         spe = chosen.steps_per_execution

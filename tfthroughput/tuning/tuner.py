@@ -14,14 +14,14 @@ import keras
 
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
-from tfthroughput.tuning._environment import clear_session, gpu_sampler
-from tfthroughput.tuning._measure import GPUWindows
-from tfthroughput.tuning._search import Search, SearchSettings
-from tfthroughput.tuning._settings import search_settings
+from tfthroughput.tuning._engine import run_search
+from tfthroughput.tuning._inference_arguments import InferenceArguments, split_mode
+from tfthroughput.tuning._inference_workload import InferenceWorkload
+from tfthroughput.tuning._settings import inference_settings, training_settings
+from tfthroughput.tuning._training_workload import TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
 from tfthroughput.tuning.inference_result import InferenceTuneResult
-from tfthroughput.tuning.inference_tuner import split_mode, tune_inference
 from tfthroughput.tuning.result import TuneResult
 
 
@@ -99,37 +99,30 @@ def tune(
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
     """
     given, inference = split_mode(locals())  # inference: None in training mode
-    if inference:
-        return tune_inference(**given, **inference)
-    return _tune_training(TuneArguments(**given))  # checked on creation: tuning/_arguments.py
-
-
-def _tune_training(arguments: TuneArguments) -> TuneResult:
-    result = _search(arguments, search_settings(arguments))
-    result = describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
-    if arguments.log_dir is not None:
-        result.write_to_tensorboard(arguments.log_dir)
+    if inference is None:  # the arguments are checked on creation (tuning/_arguments.py)
+        result = _tune_training(TuneArguments(**given))
+    else:
+        result = _tune_inference(InferenceArguments(**inference))
+    if log_dir is not None:
+        result.write_to_tensorboard(log_dir)
     return result
 
 
-def _search(arguments: TuneArguments, settings: SearchSettings) -> TuneResult:
-    """Run the trials, in a clean Keras session, with GPU-Util sampled where there is a GPU."""
-    policy_in_force = keras.config.dtype_policy()
-    clear_session(policy_in_force)
-    sampler = gpu_sampler()
-    try:
-        search = Search(
-            in_scope(arguments.build_model, arguments.strategy),
-            arguments.training,
-            settings,
-            arguments.clock,
-            GPUWindows(sampler),
-        )
-        return search.run()
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        clear_session(policy_in_force)
+def _tune_training(arguments: TuneArguments) -> TuneResult:
+    """The search under the strategy, its result with the batches per replica."""
+    build_model = in_scope(arguments.build_model, arguments.strategy)
+    settings = training_settings(arguments)
+    result = run_search(
+        TrainingWorkload, build_model, arguments.training, settings, arguments.clock
+    )
+    return describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
+
+
+def _tune_inference(arguments: InferenceArguments) -> InferenceTuneResult:
+    """The search over ``predict`` (``tuning/_inference_workload.py``)."""
+    settings = inference_settings(arguments)
+    inputs, clock = arguments.inputs, arguments.clock
+    return run_search(InferenceWorkload, arguments.build_model, inputs, settings, clock)
 
 
 def _examples_per_step(training: Any) -> int:

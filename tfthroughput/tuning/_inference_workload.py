@@ -1,0 +1,234 @@
+"""Inference's workload for the search (``_engine``): a trial is a fresh model called by
+``predict``, one timed piece of work is the timed part of a ``predict`` call with the
+baseline's examples (``_predict_runner``), and its math is checked by its outputs
+(``output_check``): against the baseline's, or, where it only adds ``steps_per_execution``
+to the best setup so far, exactly against that setup's. Before each round both runners take a
+few single-batch latency samples; a trial over ``max_batch_latency_ms`` is not chosen.
+
+The knobs and their order are in ``_knobs``; the confirmation's piece of work is a
+whole ``predict`` call on the data as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+import keras
+
+from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning._inference_data import InferenceData
+from tfthroughput.tuning._knobs import LATENCY_SAMPLES, inference_knobs
+from tfthroughput.tuning._measure import MIN_NOISE
+from tfthroughput.tuning._predict_runner import PredictRunner
+from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY
+from tfthroughput.tuning._trial_verdict import measured, speed_status
+from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.inference_result import InferenceTrial, InferenceTuneResult
+from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
+from tfthroughput.tuning.setup import TuneSetup
+
+# Shortest timed part of the baseline's run: longer than training's 0.1 s, because a compute-
+# bound predict reaches 0.1 s in 2-3 batches, and a few batches measure a shared machine's
+# bursts more than the knob (longer runs average more of them; they do not remove them).
+_MIN_RUN_SECONDS = 0.25
+# Fewest batches in a timed run (its first execution is not timed), and so the fewest a large
+# batch gets; arrays are repeated to fill a run, so this times the data's memory at most.
+_MIN_BATCHES = 4
+# Executions of the warm-up predict: tracing (and XLA compilation) happen in the first; the
+# timed runs skip their own first execution too.
+_WARMUP_EXECUTIONS = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceSettings(SearchSettings):
+    """The inference search's settings (its confirmation: whole predict calls)."""
+
+    output_tolerance: float
+    max_batch_latency_ms: float | None
+
+
+class InferenceWorkload(Workload):
+    """Trials of ``predict`` on the user's inputs (see
+    :class:`~tfthroughput.tuning._engine.Workload`).
+
+    ``runner`` makes each trial's runner (:class:`PredictRunner`'s signature); tests give one
+    with known costs.
+
+    Attributes:
+        examples_per_run: Examples in the baseline's timed run, once lengthened.
+    """
+
+    trial_type = InferenceTrial
+    cannot_run = "`predict` fails on the model as given"
+    # A knob joins the best setup only when it beats it by the noise floor: one that gains
+    # nothing measurable (steps_per_execution on large batches, say) is left out.
+    best_margin = MIN_NOISE
+
+    def __init__(
+        self,
+        build_model: Callable[[], keras.Model],
+        data: InferenceData,
+        settings: InferenceSettings,
+        clock: Callable[[], float],
+        runner: Callable[..., PredictRunner] = PredictRunner,
+    ) -> None:
+        super().__init__(build_model, data, settings, clock)
+        self.knobs = inference_knobs(settings)
+        self._runner = runner
+        self._first_speed = 0.0
+        self.examples_per_run = 0
+
+    def baseline(self) -> PredictRunner:
+        steps = self.settings.steps
+        runner = self.runner(None, steps=steps, warmup_steps=_WARMUP_EXECUTIONS)
+        runner.start(user_model_errors=True)
+        fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
+        if runner.steps < fewest:
+            runner.set_steps(fewest)
+        seconds = lengthen(runner, runner.set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
+        # Its own speed, shown if no candidate runs; the rounds' median replaces it.
+        self._first_speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
+        self.examples_per_run = runner.steps * runner.examples_per_step
+        return runner
+
+    def timed_batches(self, search: Search, setup: TuneSetup) -> int:
+        """Batches per timed run: the baseline's examples per run, at ``setup``'s batch."""
+        if setup.batch_size is None or search.base_setup.batch_size is None:
+            return search.base.steps
+        return max(1, self.examples_per_run // setup.batch_size)
+
+    def candidate(self, search: Search, setup: TuneSetup) -> PredictRunner:
+        # The first execution of a run is not timed: the timed part after it has the
+        # baseline's examples, and at least two whole executions of its own.
+        spe = setup.steps_per_execution
+        timed = max(self.timed_batches(search, setup), 2 * spe, _MIN_BATCHES)
+        batches = spe + -(-timed // spe) * spe
+        return self.runner(setup, steps=batches, warmup_steps=_WARMUP_EXECUTIONS * spe)
+
+    def before_round(self, base: PredictRunner, runner: PredictRunner) -> Callable[[], None]:
+        def sample_latencies() -> None:
+            base.sample_latency(LATENCY_SAMPLES)
+            runner.sample_latency(LATENCY_SAMPLES)
+
+        return sample_latencies
+
+    def judge(self, search: Search, setup, label, runner, comparison) -> InferenceTrial:
+        """The trial: its outputs checked, its p95 latency against the limit."""
+        parent = search.best[0]
+        if setup.with_(steps_per_execution=parent.steps_per_execution) == parent:
+            # Only steps_per_execution added: the setup it was added to must be matched exactly.
+            check = compare_outputs(
+                search.best_reference,
+                runner.outputs,
+                same_arithmetic=True,
+                tolerance=EXACT_OUTPUT_TOLERANCE,
+            )
+        else:
+            base = search.base_setup
+            arithmetic = lambda s: (s.batch_size, s.jit_compile, s.policy)  # noqa: E731
+            same = arithmetic(setup) == arithmetic(base)
+            check = compare_outputs(
+                search.base.outputs,
+                runner.outputs,
+                same_arithmetic=same,
+                tolerance=EXACT_OUTPUT_TOLERANCE if same else self.settings.output_tolerance,
+            )
+        p95 = runner.latency_ms(0.95)
+        limit = self.settings.max_batch_latency_ms
+        if not check.passed:
+            status = OUTPUTS_DIFFER
+        elif limit is not None and p95 is not None and p95 > limit:
+            status = OVER_LATENCY
+        else:
+            status = speed_status(comparison)
+        return InferenceTrial(
+            setup,
+            label,
+            status,
+            **measured(comparison),
+            latency_p50_ms=runner.latency_ms(0.5),
+            latency_p95_ms=p95,
+            warmup_seconds=runner.warmup_seconds,
+            memory_mib=runner.memory_mib,
+            output_check=check,
+            reason="; ".join(runner.notes),
+        )
+
+    def reference_of(self, runner: PredictRunner) -> Any:
+        return runner.outputs  # a steps_per_execution trial must match its parent's exactly
+
+    def search_speeds(self, base: PredictRunner) -> list[float]:
+        return [self._first_speed]
+
+    def baseline_figures(self, base: PredictRunner) -> dict[str, Any]:
+        return {"latency_p50_ms": base.latency_ms(0.5), "latency_p95_ms": base.latency_ms(0.95)}
+
+    def search_run_examples(self, search: Search) -> float:
+        return self.examples_per_run
+
+    def confirm(self, search: Search, candidates: list, most: float) -> Confirmation:
+        """The pick against a rebuilt baseline by whole ``predict`` calls on the data as given
+        (``tuning/confirmation.py``)."""
+        base = search.base_setup
+        size = base.batch_size or 1
+        most = most // size * size  # whole batches of the given size: the same examples each
+        counted: list[int] = []
+
+        def start(setup: TuneSetup) -> WholeRuns:
+            spe = setup.steps_per_execution
+            given = None if setup == base else setup
+            runner = self.runner(given, steps=2 * spe, warmup_steps=_WARMUP_EXECUTIONS * spe)
+            runner.start()
+            feed, _ = self.data.whole_feed(runner.setup.batch_size, most)
+            _, examples = runner.whole_call(feed)  # the timed calls' warm-up
+            counted.append(examples)
+            return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
+
+        whole = self.data.whole_feed(base.batch_size, most)[1]
+        rounds = self.settings.confirm_rounds
+        work = "predict calls"
+        confirmation = confirm(start, base, candidates, rounds=rounds, clock=self.clock, work=work)
+        # Each side calls predict at its own batch size, so the work names the examples only.
+        examples = f"{counted[0]:,} examples" if counted else "the data"
+        total = "the data" if self.data.examples is None else f"{self.data.examples:,}"
+        work = (
+            f"whole predict calls on the data as given ({examples}, set-up included)"
+            if whole
+            else f"predict calls on the first {examples} of {total} (set-up included)"
+        )
+        return replace(confirmation, work=work)
+
+    def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
+        notes = []
+        if chosen.batch_size != baseline.batch_size:
+            notes.append(
+                f"predict with batch_size={chosen.batch_size} (from "
+                f"{baseline.batch_size}): each batch waits for more examples, so a "
+                "server that batches requests adds that wait to their latency"
+            )
+        if chosen.policy != baseline.policy:
+            notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        return notes
+
+    def result(self, **fields: Any) -> InferenceTuneResult:
+        limit = self.settings.max_batch_latency_ms
+        return InferenceTuneResult(**fields, max_batch_latency_ms=limit)
+
+    def runner(self, setup: TuneSetup | None, *, steps: int, warmup_steps: int) -> Any:
+        """A runner for ``setup`` (``None``: the model as given) with this search's seed."""
+        return self._runner(
+            setup,
+            self.build_model,
+            self.data,
+            steps=steps,
+            warmup_steps=warmup_steps,
+            seed=self.settings.seed,
+            clock=self.clock,
+        )
+
+
+# The search over predict, as tests build it (with ``runner=`` of known costs).
+InferenceSearch = partial(Search, InferenceWorkload)

@@ -1,0 +1,231 @@
+"""Training's workload for the search (``_engine``): a trial is a fresh model trained by ``fit``,
+one timed piece of work is ``steps`` steps of its compiled train function, and its math is
+checked by its warm-up loss against the baseline's (``loss_check``).
+
+The baseline's timed run is doubled until it lasts 0.1 s (at most 64 times its warm-up); a
+larger batch runs proportionally fewer steps, so every trial times about the baseline's
+examples. The knobs and their order are in ``_knobs``; the confirmation's piece of work
+is a whole ``fit`` epoch (``_whole_epochs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+
+from tfthroughput.tuning import _device_augmentation, _pipeline
+from tfthroughput.tuning._arguments import TrainingData
+from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning._knobs import training_knobs
+from tfthroughput.tuning._runner import Runner
+from tfthroughput.tuning._status import PROBE, REJECTED
+from tfthroughput.tuning._trial_verdict import measured, speed_status
+from tfthroughput.tuning._whole_epochs import confirm_by_epochs
+from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
+from tfthroughput.tuning.result import TuneResult, TuneTrial
+from tfthroughput.tuning.setup import TuneSetup
+
+# Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
+# (at a load of 10 on 2 cores, 13 ms runs of a JAX MLP spread from 0.16x to 13x).
+_MIN_RUN_SECONDS = 0.1
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSettings(SearchSettings):
+    """The training search's settings (its confirmation: whole epochs)."""
+
+    loss_tolerance: float
+    try_pipeline: bool
+    allow_batch_change: bool
+    epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
+    callbacks: tuple = ()  # the user's, run in the confirmation's epochs
+
+
+class TrainingWorkload(Workload):
+    """Trials of ``fit`` on the user's data (see :class:`~tfthroughput.tuning._engine.Workload`).
+
+    Attributes:
+        steps: Steps of every warm-up (the baseline's, rounded up to whole executions).
+        timed_steps: Steps of the baseline's timed run, once lengthened.
+        plan: The rebuilt input pipeline, once the pipeline knob made one.
+    """
+
+    trial_type = TuneTrial
+    cannot_run = "The model as given cannot be trained"
+    best_margin = 0.0  # any faster trial with a higher median ratio becomes the best
+
+    def __init__(
+        self,
+        build_model: Callable[[], keras.Model],
+        data: TrainingData,
+        settings: TrainingSettings,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(build_model, data, settings, clock)
+        self.knobs = training_knobs(settings)
+        self.steps = self.timed_steps = settings.steps
+        self.plan: _pipeline.PipelinePlan | None = None
+        self._batch_examples: int | None = None
+
+    def baseline(self) -> Runner:
+        probe = self.build_model()
+        given = probe if isinstance(probe, keras.Model) else None
+        first_spe = int(getattr(given, "steps_per_execution", 1) or 1)
+        del probe, given
+        steps = first_spe
+        while steps < self.settings.steps:
+            steps *= 2
+        self.steps = steps
+        runner = self.runner(
+            None, self.build_model, self.data.feed(self.data.batch_size, steps), steps=steps
+        )
+        runner.start(user_model_errors=True)
+
+        def set_steps(timed: int) -> None:  # the warm-up (and so the loss check) keeps steps
+            runner.set_steps(timed, self.data.feed(self.data.batch_size, timed))
+
+        lengthen(runner, set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
+        self.timed_steps = runner.steps
+        return runner
+
+    def candidate(
+        self, search: Search, setup: TuneSetup, *, feed: dict | None = None, **_: Any
+    ) -> Runner:
+        """A runner for ``setup``; ``feed`` replaces its data (the compute-only probe)."""
+        base = search.base_setup
+        warmup, steps = self.steps, self.timed_steps
+        if setup.batch_size and base.batch_size and setup.batch_size > base.batch_size:
+            factor = setup.batch_size // base.batch_size
+            warmup = max(setup.steps_per_execution, warmup // factor)
+            steps = max(setup.steps_per_execution, steps // factor)
+        warm, build = None, self.build_model
+        if feed is None:
+            feed, warm = self._feed(setup, steps)
+        if setup.augment_on_device:  # tuning/_device_augmentation.py
+            build = _device_augmentation.device_builder(self.build_model, feed["x"])
+        return self.runner(setup, build, feed, steps=steps, warm_data=warm, warmup_steps=warmup)
+
+    def judge(
+        self,
+        search: Search,
+        setup: TuneSetup,
+        label: str,
+        runner: Runner,
+        comparison: Any,
+        *,
+        same_arithmetic: bool | None = None,
+        probe: bool = False,
+        **_: Any,
+    ) -> TuneTrial:
+        """The trial: a probe is never judged; else its warm-up loss against the baseline's
+        (exactly where the arithmetic is the same: by default, the same XLA setting and
+        policy)."""
+        base = search.base_setup
+        if same_arithmetic is None:
+            same_arithmetic = (setup.jit_compile, setup.policy) == (base.jit_compile, base.policy)
+        check = None
+        if not probe:
+            tolerance = EXACT_TOLERANCE if same_arithmetic else self.settings.loss_tolerance
+            check = LossCheck(
+                search.base.warmup_loss, runner.warmup_loss, same_arithmetic, tolerance
+            )
+        notes = list(runner.notes)
+        if probe:
+            status = PROBE
+        elif not check.passed:
+            status = REJECTED
+        else:
+            status = speed_status(comparison)
+        if setup.batch_size != base.batch_size:
+            notes.append("learning dynamics change (fewer, larger steps per epoch)")
+        return TuneTrial(
+            setup,
+            label,
+            status,
+            **measured(comparison),
+            warmup_seconds=runner.warmup_seconds,
+            memory_mib=runner.memory_mib,
+            loss_check=check,
+            reason="; ".join(notes),
+        )
+
+    def search_run_examples(self, search: Search) -> float:
+        return self.timed_steps * self.examples_per_step(search.base_setup.batch_size)
+
+    def confirm(self, search: Search, candidates: list, most: float) -> Any:
+        """The pick against a rebuilt baseline by whole ``fit`` epochs of the user's data."""
+        return confirm_by_epochs(self, search.base_setup, candidates, most)
+
+    def examples_per_step(self, batch_size: int | None) -> int:
+        if batch_size is not None:
+            return batch_size
+        if self._batch_examples is None:
+            x, _ = self.data.first_batch()
+            self._batch_examples = int(keras.tree.flatten(x)[0].shape[0])
+        return self._batch_examples
+
+    def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
+        notes = []
+        if chosen.batch_size != baseline.batch_size:
+            notes.append(
+                f"the chosen batch size ({chosen.batch_size}, from {baseline.batch_size}) "
+                "changes the learning dynamics: fewer optimizer steps per epoch; retune the "
+                "learning rate. Gradient accumulation (with_gradient_accumulation) can only make "
+                "the effective batch larger, not keep the smaller one"
+            )
+        if chosen.policy != baseline.policy:
+            notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+        if chosen.augment_on_device:
+            notes.append(
+                'build the pipeline with augment_on="device" and fit '
+                "tfthroughput.data.DeviceAugmented(model, dataset); save the model itself"
+            )
+        spe = chosen.steps_per_execution
+        if spe != baseline.steps_per_execution and spe > 1:
+            notes.append(
+                f"Keras runs whole executions: with steps_per_execution={spe}, keep fit's "
+                f"steps_per_epoch a multiple of {spe} (fit trains steps_per_epoch rounded up to a "
+                "multiple of it); GPUMonitor warns when it is not"
+            )
+        return notes
+
+    def result(self, **fields: Any) -> TuneResult:
+        chosen = fields["chosen"]
+        pipeline = dict(self.plan.build_pipeline_kwargs) if chosen.pipeline and self.plan else None
+        return TuneResult(**fields, pipeline_kwargs=pipeline)
+
+    def runner(
+        self, setup: TuneSetup | None, build: Callable, feed: dict, *, steps: int | None, **how
+    ) -> Runner:
+        """A :class:`Runner` for ``setup`` (``None``: the model as given, at the data's batch
+        size) with this search's seed, clock and examples per step; ``how``: its other
+        arguments (``warm_data``, ``warmup_steps``, ``callbacks``)."""
+        size = self.data.batch_size if setup is None else setup.batch_size
+        return Runner(
+            setup,
+            build,
+            feed,
+            steps=steps,
+            examples_per_step=self.examples_per_step(size),
+            seed=self.settings.seed,
+            clock=self.clock,
+            batch_size=self.data.batch_size,  # read only for the model as given
+            **how,
+        )
+
+    def _feed(self, setup: TuneSetup, steps: int) -> tuple[dict, Callable[[], None] | None]:
+        if setup.augment_on_device:
+            dataset, _ = _device_augmentation.device_dataset(self.data, setup.batch_size)
+            return {"x": dataset, "shuffle": False}, None
+        if not setup.pipeline:
+            return self.data.feed(setup.batch_size, steps), None
+        dataset = _pipeline.rebuilt(self.data, self.plan, setup.batch_size)
+        batches = self.data.epoch_batches
+        if batches is not None and setup.batch_size and self.data.batch_size:
+            batches = -(-batches * self.data.batch_size // setup.batch_size)
+        cached = self.plan.build_pipeline_kwargs["cache"]
+        warm = (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
+        return {"x": dataset, "shuffle": False}, warm
