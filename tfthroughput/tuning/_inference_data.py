@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tfthroughput._validation import check_positive_int
+from tfthroughput._validation import check_positive_int, leading_dimension
 from tfthroughput.tuning._arguments import (
     ARRAYS,
     BATCHED,
@@ -107,7 +107,7 @@ class InferenceData:
         if self.batch_size is not None:
             return self.batch_size
         x = self.one_batch(None)
-        return int(keras.tree.flatten(x)[0].shape[0])
+        return leading_dimension(x)
 
     def _batched(self, batch_size: int | None) -> Any:
         return self.value if self.kind == BATCHED else self.value.batch(batch_size)

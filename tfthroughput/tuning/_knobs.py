@@ -50,6 +50,7 @@ from typing import Any
 
 import keras
 
+from tfthroughput._validation import leading_dimension
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, PY_DATASET
@@ -219,7 +220,7 @@ def repeat_batch(batch: dict, steps: int) -> dict:
     import numpy as np
 
     tile = lambda array: np.concatenate([np.asarray(array)] * steps)  # noqa: E731
-    size = int(keras.tree.flatten(batch["x"])[0].shape[0])
+    size = leading_dimension(batch["x"])
     feed = {"x": keras.tree.map_structure(tile, batch["x"]), "batch_size": size, "shuffle": False}
     if batch.get("y") is not None:
         feed["y"] = keras.tree.map_structure(tile, batch["y"])

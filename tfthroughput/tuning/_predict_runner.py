@@ -19,6 +19,7 @@ from typing import Any
 
 import keras
 
+from tfthroughput._validation import leading_dimension
 from tfthroughput.diagnosis.trial_memory import to_mib
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._trial_model import (
@@ -140,7 +141,7 @@ class PredictRunner:
         start = self._clock()
         with trial_failures("predict"):
             outputs = self.model.predict(**feed, verbose=0)
-        return self._clock() - start, int(keras.tree.flatten(outputs)[0].shape[0])
+        return self._clock() - start, leading_dimension(outputs)
 
     def sample_latency(self, count: int) -> None:
         """Time ``count`` single-batch calls (``predict_on_batch``, outputs on the host)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import keras
 
+from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
@@ -164,7 +165,7 @@ class TrainingWorkload(Workload):
             return batch_size
         if self._batch_examples is None:
             x, _ = self.data.first_batch()
-            self._batch_examples = int(keras.tree.flatten(x)[0].shape[0])
+            self._batch_examples = leading_dimension(x)
         return self._batch_examples
 
     def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, TrainingData
 from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
@@ -54,7 +55,7 @@ def epoch_length(data: TrainingData, batch_size: int | None, steps_per_epoch: in
         return steps_per_epoch
     if data.kind == ARRAYS:
         x, _ = data.value
-        return math.ceil(_examples(x) / batch_size)
+        return math.ceil(leading_dimension(x) / batch_size)
     if data.kind == UNBATCHED and data.epoch_batches is not None:
         return math.ceil(int(data.value.cardinality()) / batch_size)
     return data.epoch_batches
@@ -76,7 +77,7 @@ def epoch_plan(
     steps = length if whole else cap
     examples = steps * examples_per_step
     if data.kind == ARRAYS:  # the last batch of an epoch to the arrays' end may be partial
-        examples = min(examples, _examples(data.value[0]))
+        examples = min(examples, leading_dimension(data.value[0]))
     return EpochPlan(steps, whole, length, examples)
 
 
@@ -111,12 +112,6 @@ def epoch_feed(
     else:
         feed = {"x": data.value, "shuffle": False}
     return {**feed, "steps_per_epoch": told}, warm
-
-
-def _examples(x: Any) -> int:
-    import keras
-
-    return int(keras.tree.flatten(x)[0].shape[0])
 
 
 def confirm_by_epochs(

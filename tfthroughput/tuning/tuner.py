@@ -12,6 +12,7 @@ from typing import Any
 
 import keras
 
+from tfthroughput._validation import leading_dimension
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._engine import run_search
@@ -99,17 +100,15 @@ def tune(
         >>> result = tune(build, (x, y), batch_size=16, time_budget=60)  # doctest: +SKIP
     """
     given, inference = split_mode(locals())  # inference: None in training mode
-    if inference is None:  # the arguments are checked on creation (tuning/_arguments.py)
-        result = _tune_training(TuneArguments(**given))
-    else:
-        result = _tune_inference(InferenceArguments(**inference))
+    result = _tune_training(given) if inference is None else _tune_inference(inference)
     if log_dir is not None:
         result.write_to_tensorboard(log_dir)
     return result
 
 
-def _tune_training(arguments: TuneArguments) -> TuneResult:
+def _tune_training(given: dict[str, Any]) -> TuneResult:
     """The search under the strategy, its result with the batches per replica."""
+    arguments = TuneArguments(**given)  # checked on creation (tuning/_arguments.py)
     build_model = in_scope(arguments.build_model, arguments.strategy)
     settings = training_settings(arguments)
     result = run_search(
@@ -118,8 +117,9 @@ def _tune_training(arguments: TuneArguments) -> TuneResult:
     return describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
 
 
-def _tune_inference(arguments: InferenceArguments) -> InferenceTuneResult:
+def _tune_inference(given: dict[str, Any]) -> InferenceTuneResult:
     """The search over ``predict`` (``tuning/_inference_workload.py``)."""
+    arguments = InferenceArguments(**given)
     settings = inference_settings(arguments)
     inputs, clock = arguments.inputs, arguments.clock
     return run_search(InferenceWorkload, arguments.build_model, inputs, settings, clock)
@@ -127,4 +127,4 @@ def _tune_inference(arguments: InferenceArguments) -> InferenceTuneResult:
 
 def _examples_per_step(training: Any) -> int:
     x, _ = training.first_batch()
-    return int(keras.tree.flatten(x)[0].shape[0])
+    return leading_dimension(x)
