@@ -3,7 +3,6 @@ stage in the right place, the cache/augment rules kept, and no hang on a dead di
 
 from __future__ import annotations
 
-import gc
 import socket
 import threading
 import time
@@ -371,8 +370,3 @@ def test_keras_fit_trains_from_the_service_across_epochs(one_worker):
     history = model.fit(dataset, epochs=3, steps_per_epoch=4, shuffle=False, verbose=0)
     assert len(history.history["loss"]) == 3
     assert all(np.isfinite(history.history["loss"]))
-    # The fit's iterator reads an endless job from the module's worker; released here, not
-    # whenever the collector comes, so the module's service stops at once (its teardown took
-    # 31 s and 71 s in two runs of the whole suite, never this file alone).
-    del model, dataset
-    gc.collect()
