@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfthroughput.diagnosis.recommendations import Recommendation
+from tfthroughput.diagnosis.recommendations import Recommendation, replace_pipeline_advice
 
 
 def for_arrays(
@@ -24,18 +24,15 @@ def for_arrays(
         >>> for_arrays(advice, "100 examples in batches of 16")[0].action[:41]
         'tfthroughput.build_pipeline((x, y), batch'
     """
-    pipeline = [rec for rec in advice if rec.action.startswith("build_pipeline")]
-    if not pipeline:
-        return list(advice)
-    replaced = Recommendation(
-        "tfthroughput.build_pipeline((x, y), batch_size=...) in place of the arrays "
-        "(x alone when unlabeled)",
-        f"{pipeline[0].reason} The input is NumPy arrays ({read}): {call} gathers each batch "
-        "from them in one tf.data stage of Keras's array adapter, on the CPU, then copies it to "
-        "the device; a tf.data pipeline built with build_pipeline prepares and copies the next "
-        "batches in parallel while the step runs (overlapping the copy), and can cache the "
-        "preprocessed examples.",
+    return replace_pipeline_advice(
+        advice,
+        lambda reason: Recommendation(
+            "tfthroughput.build_pipeline((x, y), batch_size=...) in place of the arrays "
+            "(x alone when unlabeled)",
+            f"{reason} The input is NumPy arrays ({read}): {call} gathers each batch from "
+            "them in one tf.data stage of Keras's array adapter, on the CPU, then copies it "
+            "to the device; a tf.data pipeline built with build_pipeline prepares and copies "
+            "the next batches in parallel while the step runs (overlapping the copy), and can "
+            "cache the preprocessed examples.",
+        ),
     )
-    first = advice.index(pipeline[0])
-    rest = [rec for rec in advice if rec not in pipeline]
-    return [*rest[:first], replaced, *rest[first:]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tfthroughput.diagnosis.recommendations import Recommendation
+from tfthroughput.diagnosis.recommendations import SLOWEST_STAGE_ACTION, Recommendation
 from tfthroughput.hardware.cpu_share import CpuShare
 
 # Iterators whose parallelism AUTOTUNE sets (the names tf.data's trace gives them).
@@ -29,7 +29,7 @@ def cpu_advice(
     advice = list(advice)
     capped = capped_stage_recommendation(slowest_stage, input_cpu)
     if capped is not None:
-        slowest = [i for i, r in enumerate(advice) if r.action.startswith("make stage")]
+        slowest = [i for i, r in enumerate(advice) if r.action.startswith(SLOWEST_STAGE_ACTION)]
         advice.insert(slowest[0] if slowest else len(advice), capped)
     if input_cpu is not None and input_cpu.contended:
         advice.append(contention_recommendation(input_cpu))

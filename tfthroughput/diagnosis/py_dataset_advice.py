@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfthroughput.diagnosis.recommendations import Recommendation
+from tfthroughput.diagnosis.recommendations import Recommendation, replace_pipeline_advice
 
 
 def for_py_dataset(advice: Sequence[Recommendation], workers: str) -> list[Recommendation]:
@@ -21,16 +21,13 @@ def for_py_dataset(advice: Sequence[Recommendation], workers: str) -> list[Recom
         >>> for_py_dataset(advice, "no workers")[0].action[:38]
         'PyDataset(workers=..., use_multiproces'
     """
-    pipeline = [rec for rec in advice if rec.action.startswith("build_pipeline")]
-    if not pipeline:
-        return list(advice)
-    replaced = Recommendation(
-        "PyDataset(workers=..., use_multiprocessing=True), or a tf.data pipeline "
-        "(tfthroughput.build_pipeline)",
-        f"{pipeline[0].reason} The input is a PyDataset with {workers}: more workers load "
-        "batches in parallel (processes where __getitem__ holds the GIL), and a tf.data "
-        "pipeline runs its stages in TensorFlow's threads.",
+    return replace_pipeline_advice(
+        advice,
+        lambda reason: Recommendation(
+            "PyDataset(workers=..., use_multiprocessing=True), or a tf.data pipeline "
+            "(tfthroughput.build_pipeline)",
+            f"{reason} The input is a PyDataset with {workers}: more workers load "
+            "batches in parallel (processes where __getitem__ holds the GIL), and a tf.data "
+            "pipeline runs its stages in TensorFlow's threads.",
+        ),
     )
-    first = advice.index(pipeline[0])
-    rest = [rec for rec in advice if rec not in pipeline]
-    return [*rest[:first], replaced, *rest[first:]]

@@ -9,6 +9,7 @@ and, when measured, its slowest stage). The rest of the advice is per mode:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,10 @@ SPEED_RULES = (
     "deterministic-without-seed",
     "no-final-prefetch",
 )
+
+
+# How the slowest-stage recommendation's action begins (other rules find it by it).
+SLOWEST_STAGE_ACTION = "make stage"
 
 
 @dataclass(frozen=True)
@@ -154,9 +159,22 @@ def _slowest_stage_recommendation(stage: Any, measured: str) -> Recommendation:
     chose = ", ".join(f"{k}={v}" for k, v in stage.tuned)
     tuned = f"; AUTOTUNE runs it with {chose}" if chose else ""
     return Recommendation(
-        f"make stage {where} ({stage.iterator}) cheaper: it is the slowest stage",
+        f"{SLOWEST_STAGE_ACTION} {where} ({stage.iterator}) cheaper: it is the slowest stage",
         f"{measured}; the pipeline already parallelises and prefetches, and stage {where} "
         f"({', '.join(stage.datasets)}) does {stage.share:.0%} of its work "
         f"({stage.busy_seconds:.3f} s of thread time){tuned}: simplify its function, cache "
         "its output if it is deterministic, or move the work offline.",
     )
+
+
+def replace_pipeline_advice(
+    advice: Sequence[Recommendation], replacement: Callable[[str], Recommendation]
+) -> list[Recommendation]:
+    """``advice`` with its ``build_pipeline`` items replaced, where the first of them stood, by
+    ``replacement(first_reason)``: the advice for an input that is not a tf.data pipeline."""
+    pipeline = [rec for rec in advice if rec.action.startswith("build_pipeline")]
+    if not pipeline:
+        return list(advice)
+    first = list(advice).index(pipeline[0])
+    rest = [rec for rec in advice if rec not in pipeline]
+    return [*rest[:first], replacement(pipeline[0].reason), *rest[first:]]
