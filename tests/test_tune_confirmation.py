@@ -143,3 +143,54 @@ def test_a_dataset_of_unknown_length_is_timed_by_steps_and_never_runs_out():
     feed, _ = epoch_feed(data, TuneSetup(1, False, "float32"), plan, None, None)
     assert feed["steps_per_epoch"] == 20
     assert len(list(feed["x"].take(20))) == 20  # 8 batches as given, repeated
+
+
+def test_the_next_best_is_chosen_when_the_users_work_finds_it_faster_than_the_pick():
+    # The pick (spe=8) gains 1.5x by whole runs; the next-best (spe=4) 2x in the same rounds.
+    fake = Fake({BASE: [1.0], SPE8: [1 / 1.5], SPE4: [0.5]})
+    candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
+    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+
+    assert (found.setup, found.pick, found.label, found.ratio) == (SPE4, SPE8, "spe=4", 2.0)
+    assert found.outcome == (
+        "confirmation: the search's pick, spe=8, was 1.50x [1.50-1.50] (noise 3%, 5 of 5 rounds "
+        "won); the next-best, spe=4, was 2.00x [2.00-2.00] (noise 3%, 5 of 5 rounds won): spe=4 "
+        "is chosen"
+    )
+    assert fake.started == [BASE, SPE8, SPE4] and fake.closed == 3
+
+
+def test_the_pick_stays_when_it_beats_the_next_best_and_says_nothing():
+    fake = Fake({BASE: [1.0], SPE8: [0.25], SPE4: [0.5]})
+    candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
+    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+
+    assert (found.setup, found.ratio, found.outcome) == (SPE8, 4.0, "")
+
+
+def test_a_contender_failing_in_its_rounds_is_dropped_and_the_other_still_judged():
+    fake = Fake({BASE: [1.0], SPE4: [0.5]})
+    failing = iter([0.25, 0.25])
+
+    def start(setup):
+        if setup != SPE8:
+            return fake.start(setup)
+
+        class Runner:  # two good runs, then out of memory
+            def run(_):
+                try:
+                    return next(failing)
+                except StopIteration:
+                    raise TrialFailed("out of memory") from None
+
+            def close(_):
+                fake.closed += 1
+
+        return WholeRuns(Runner(), examples=100)
+
+    candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
+    found = confirm(start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+
+    assert (found.setup, found.ratio) == (SPE4, 2.0)
+    assert "the search's pick, spe=8, failed (out of memory)" in found.outcome
+    assert fake.closed == 3  # the baseline, both contenders

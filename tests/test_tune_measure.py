@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.tuning._measure import MIN_NOISE, GPUWindows, combined_noise, compare
+from tfthroughput.tuning._measure import (
+    MIN_NOISE,
+    GPUWindows,
+    combined_noise,
+    compare,
+    compare_together,
+)
 
 
 class FakeRunner:
@@ -122,3 +128,18 @@ def test_gpu_windows_count_the_candidates_runs_only():
 
     # collect #1 begins; round 0: base (#2), cand (#3 -> 10); round 1: cand (#4 -> 90), base.
     assert result.gpu_utilization == 50.0 and result.sm_activity == 5.0
+
+
+def test_compare_together_rotates_the_order_and_judges_each_against_the_same_baseline_runs():
+    log: list[str] = []
+    base = FakeRunner("base", [1.0, 2.0, 1.0], log)  # 100, 50, 100 examples/s
+    fast = FakeRunner("fast", [0.5, 1.0, 0.5], log)  # 2x in every round
+    same = FakeRunner("same", [1.0, 2.0, 1.0], log)  # the baseline's speed in every round
+
+    fast_found, same_found = compare_together(base, [fast, same], rounds=3)
+
+    assert log == ["base", "fast", "same", "fast", "same", "base", "same", "base", "fast"]
+    assert (fast_found.ratio, fast_found.rounds_won, same_found.ratio) == (2.0, 3, 1.0)
+    assert fast_found.baseline_speeds == same_found.baseline_speeds == (100.0, 50.0, 100.0)
+    assert fast_found.noise == pytest.approx(0.5 + 0.5)  # both sides spread by 50 %
+    assert not same_found.faster

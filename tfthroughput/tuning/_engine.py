@@ -31,7 +31,7 @@ from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._status import FAILED, FASTER
 from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning._trial_verdict import as_given, over_budget
-from tfthroughput.tuning.confirmation import Confirmation, picks, run_examples
+from tfthroughput.tuning.confirmation import Confirmation, contenders, picks, run_examples
 from tfthroughput.tuning.setup import TuneSetup
 
 # Timed runs of the baseline are lengthened to at most this many times its warm-up.
@@ -259,7 +259,7 @@ class Search:
         return self.stopped
 
     def _confirm(self) -> Confirmation | None:
-        """The pick (and its fallback) confirmed by the workload's piece of work, or ``None``
+        """The pick and the next-best confirmed by the workload's piece of work, or ``None``
         where nothing beat the baseline or the confirmation is off. One piece of work holds
         its share of the search's time at the baseline's speed, never fewer examples than the
         search's own runs."""
@@ -269,8 +269,9 @@ class Search:
             return None
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base) or [1.0]
         elapsed = self.clock() - self._start
+        sides = 1 + len(contenders(candidates))  # the baseline's runner and the contenders'
         most = max(
-            run_examples(statistics.median(speeds), elapsed, rounds),
+            run_examples(statistics.median(speeds), elapsed, rounds, sides),
             self.workload.search_run_examples(self),
         )
         return self.workload.confirm(self, candidates, most)

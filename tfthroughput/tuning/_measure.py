@@ -126,31 +126,53 @@ def compare(
     """Time ``rounds`` alternated runs of both; raises the candidate's ``TrialFailed``."""
     gpu = gpu or GPUWindows(None)
     gpu.begin()
-    base_speeds: list[float] = []
-    speeds: list[float] = []
+    base_speeds, (speeds,) = _timed_rounds(baseline, [candidate], rounds, gpu, before_round)
+    return _comparison(base_speeds, speeds, gpu)
+
+
+def compare_together(baseline: Runner, candidates: list[Runner], rounds: int) -> list[Comparison]:
+    """Time the baseline and every candidate in the same ``rounds`` rounds, their order
+    rotated each round (so no side always runs first or after the same other); one
+    :class:`Comparison` per candidate against the baseline's runs of the same rounds. With
+    one candidate this is :func:`compare`. Raises a candidate's ``TrialFailed``."""
+    base_speeds, speeds = _timed_rounds(baseline, candidates, rounds, GPUWindows(None), None)
+    return [_comparison(base_speeds, own, GPUWindows(None)) for own in speeds]
+
+
+def _timed_rounds(
+    baseline: Runner,
+    candidates: list[Runner],
+    rounds: int,
+    gpu: GPUWindows,
+    before_round: Callable[[], None] | None,
+) -> tuple[list[float], list[list[float]]]:
+    """Examples/s of the baseline's runs and of each candidate's, round by round."""
+    sides = [baseline, *candidates]
+    speeds: list[list[float]] = [[] for _ in sides]
     for index in range(rounds):
         if before_round is not None:
             before_round()
-        order = (baseline, candidate) if index % 2 == 0 else (candidate, baseline)
-        for runner in order:
+        shift = index % len(sides)
+        for position in [*range(shift, len(sides)), *range(shift)]:
+            runner = sides[position]
             seconds = runner.run()
-            speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
-            if runner is baseline:
-                base_speeds.append(speed)
+            speeds[position].append(runner.steps * runner.examples_per_step / max(seconds, 1e-9))
+            if position == 0:
                 gpu.after_baseline_run()
             else:
-                speeds.append(speed)
                 gpu.after_candidate_run()
+    return speeds[0], speeds[1:]
+
+
+def _comparison(base_speeds: list[float], speeds: list[float], gpu: GPUWindows) -> Comparison:
     ratios = [speed / base for speed, base in zip(speeds, base_speeds, strict=True)]
-    base_median = statistics.median(base_speeds)
-    noise = combined_noise(base_speeds, speeds)
     return Comparison(
         examples_per_second=statistics.median(speeds),
-        baseline_examples_per_second=base_median,
+        baseline_examples_per_second=statistics.median(base_speeds),
         ratio=statistics.median(ratios),
         ratio_low=min(ratios),
         ratio_high=max(ratios),
-        noise=noise,
+        noise=combined_noise(base_speeds, speeds),
         gpu_utilization=gpu.mean(_GPU_UTIL),
         sm_activity=gpu.mean(_SM_ACTIVITY),
         baseline_speeds=tuple(base_speeds),

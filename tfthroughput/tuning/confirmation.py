@@ -5,12 +5,15 @@ The search times short runs of warmed-up models (training: ``steps`` steps; infe
 user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls, set-up
 included, where a gain can shrink or vanish: issue 29 measured a batch size at 15.52x in the
 search and 7.64x by plain ``predict`` calls, and another at 1.25x and 0.91x. So after the
-search the baseline and the pick are rebuilt, each warmed up by one untimed piece of that work,
-then timed by it in alternated rounds, by the search's own noise rule
-(:func:`~tfthroughput.tuning._measure.compare`). If the pick is not faster beyond the noise,
-the next-best faster setup of the search is tried; if none is, the baseline is kept. One line
-says which. What a piece of work is belongs to the workload (training or inference); the rule
-lives here once.
+search the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed
+up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
+(:func:`~tfthroughput.tuning._measure.compare_together`), each judged against the baseline by
+the search's own noise rule. Of those faster beyond the noise, the highest median ratio is
+chosen: the next-best can win by the user's work where the pick's last knob helped only the
+search's runs (``benchmarks/tune_grid.py`` measured a bfloat16 policy that won the search and
+lost a third of the speed in whole ``predict`` calls). If neither is faster, the baseline is
+kept. One line says which, unless the pick is chosen. What a piece of work is belongs to the
+workload (training or inference); the rule lives here once.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfthroughput.tuning._measure import Comparison, compare
+from tfthroughput.tuning._measure import Comparison, compare_together
 from tfthroughput.tuning._status import FASTER
 from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning.setup import TuneSetup
@@ -29,8 +32,10 @@ CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not
 # the issue's target is at most 25 % in all):
 # whole pieces of work where they fit, else a part of each, said in the work's description.
 CONFIRM_SHARE = 0.15  # at 0.2, benchmarks/tune.py measured +6-27 % on the search in all
-# Setups tried after the pick when it is not confirmed: each costs two warm-ups and its rounds.
-_FALLBACKS = 1
+# Setups timed beside the pick: the search's runner-up can win by the user's work (a policy
+# that helps the search's warm runs and costs in a whole predict call's set-up, say); each one
+# adds a warm-up and a run per round.
+_RIVALS = 1
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,11 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
     return found
 
 
+def contenders(candidates: Sequence[tuple[TuneSetup, str]]) -> list[tuple[TuneSetup, str]]:
+    """The candidates the confirmation times: the search's pick and the next-best."""
+    return list(candidates[: 1 + _RIVALS])
+
+
 def confirm(
     start: Callable[[TuneSetup], Any],
     baseline: TuneSetup,
@@ -100,8 +110,8 @@ def confirm(
     clock: Callable[[], float],
     work: str,
 ) -> Confirmation:
-    """Time the baseline against each candidate in turn, best first, by ``work``; the first
-    faster beyond the noise is confirmed (at most one fallback after the pick).
+    """Time the baseline, the search's pick and the next-best in the same rounds by ``work``;
+    of those faster than the baseline beyond the noise, the highest median ratio is chosen.
 
     Args:
         start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
@@ -109,7 +119,7 @@ def confirm(
             :class:`~tfthroughput.tuning._trial_model.TrialFailed`.
         baseline: The setup as given.
         candidates: ``(setup, label)`` pairs, best first (:func:`picks`).
-        rounds: Alternated rounds per candidate.
+        rounds: Rounds, each timing every side once, in rotated order.
         clock: Seconds clock.
         work: What one piece of work is, for the table.
     """
@@ -122,52 +132,96 @@ def confirm(
     except TrialFailed as error:
         why = f"confirmation: the baseline failed by {work} ({error}): the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=why)
-    said: list[str] = []
+    timed = contenders(candidates)
     try:
-        for index, (setup, label) in enumerate(candidates[: 1 + _FALLBACKS]):
-            found = _measure(start, base, setup, rounds)
-            name = "the search's pick" if index == 0 else "the next-best"
-            if isinstance(found, Comparison) and found.faster:
-                outcome = "" if index == 0 else f"confirmation: {'; '.join(said)}: {label} is"
-                return Confirmation(
-                    pick,
-                    setup,
-                    label,
-                    work,
-                    rounds,
-                    clock() - begin,
-                    **_figures(found),
-                    outcome=outcome + (" chosen" if outcome else ""),
-                )
-            said.append(f"{name}, {label}, {_why_not(found)}")
+        found = _measure_together(start, base, [setup for setup, _ in timed], rounds)
     finally:
         base.close()
-    outcome = f"confirmation: {'; '.join(said)}: the baseline is kept"
-    return Confirmation(**kept, seconds=clock() - begin, outcome=outcome)
+    faster = [index for index, result in enumerate(found) if _is_faster(result)]
+    names = ["the search's pick"] + ["the next-best"] * _RIVALS
+    said = [
+        f"{name}, {label}, {_verdict(result)}"
+        for name, (_, label), result in zip(names, timed, found, strict=False)
+    ]
+    if not faster:
+        outcome = f"confirmation: {'; '.join(said)}: the baseline is kept"
+        return Confirmation(**kept, seconds=clock() - begin, outcome=outcome)
+    chosen = max(faster, key=lambda index: found[index].ratio)
+    setup, label = timed[chosen]
+    outcome = "" if chosen == 0 else f"confirmation: {'; '.join(said)}: {label} is chosen"
+    return Confirmation(
+        pick,
+        setup,
+        label,
+        work,
+        rounds,
+        clock() - begin,
+        **_figures(found[chosen]),
+        outcome=outcome,
+    )
 
 
-def _measure(
-    start: Callable[[TuneSetup], Any], base: Any, setup: TuneSetup, rounds: int
-) -> Comparison | TrialFailed:
-    runner = None
+def _is_faster(found: Comparison | TrialFailed) -> bool:
+    return isinstance(found, Comparison) and found.faster
+
+
+class _Contender:
+    """A started runner that remembers the failure of its run, so a failure among several
+    runners timed together is told apart."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner, self.failure = runner, None
+        self.steps, self.examples_per_step = runner.steps, runner.examples_per_step
+
+    def run(self) -> float:
+        try:
+            return self.runner.run()
+        except TrialFailed as error:
+            self.failure = error
+            raise
+
+
+def _measure_together(
+    start: Callable[[TuneSetup], Any], base: Any, setups: list[TuneSetup], rounds: int
+) -> list[Comparison | TrialFailed]:
+    """Each setup's comparison with the baseline, all timed in the same rounds, or its failure;
+    a runner that fails is dropped and the rounds are run again without it."""
+    found: dict[int, Comparison | TrialFailed] = {}
+    running: dict[int, _Contender] = {}
     try:
-        runner = start(setup)
-        return compare(base, runner, rounds)
-    except TrialFailed as error:
-        return error
+        for index, setup in enumerate(setups):
+            try:
+                running[index] = _Contender(start(setup))
+            except TrialFailed as error:
+                found[index] = error
+        while running:
+            try:
+                comparisons = compare_together(base, list(running.values()), rounds)
+            except TrialFailed as error:
+                failed = next((i for i, c in running.items() if c.failure), None)
+                if failed is None:  # the baseline's own run failed: nothing compares
+                    found.update(dict.fromkeys(running, error))
+                    break
+                dropped = running.pop(failed)
+                dropped.runner.close()
+                found[failed] = dropped.failure
+                continue
+            found.update(zip(running, comparisons, strict=True))
+            break
     finally:
-        if runner is not None:
-            runner.close()
+        for contender in running.values():
+            contender.runner.close()
+    return [found[index] for index in range(len(setups))]
 
 
-def _why_not(found: Comparison | TrialFailed) -> str:
+def _verdict(found: Comparison | TrialFailed) -> str:
     if isinstance(found, TrialFailed):
         return f"failed ({found})"
-    return (
+    said = (
         f"was {found.ratio:.2f}x [{found.ratio_low:.2f}-{found.ratio_high:.2f}] "
-        f"(noise {found.noise:.0%}, {found.rounds_won} of {found.rounds} rounds won), "
-        "not faster beyond the noise"
+        f"(noise {found.noise:.0%}, {found.rounds_won} of {found.rounds} rounds won)"
     )
+    return said if found.faster else said + ", not faster beyond the noise"
 
 
 def _figures(found: Comparison) -> dict[str, Any]:
@@ -182,15 +236,18 @@ def _figures(found: Comparison) -> dict[str, Any]:
     }
 
 
-def run_examples(base_examples_per_second: float, search_seconds: float, rounds: int) -> float:
-    """Examples one timed piece of work may hold so that the baseline's and a candidate's
-    rounds (and one warm-up each) take about :data:`CONFIRM_SHARE` of the search's time.
+def run_examples(
+    base_examples_per_second: float, search_seconds: float, rounds: int, sides: int = 2
+) -> float:
+    """Examples one timed piece of work may hold so that the rounds of ``sides`` runners (the
+    baseline and the candidates, one warm-up each) take about :data:`CONFIRM_SHARE` of the
+    search's time.
 
     Example:
         >>> run_examples(1000.0, 80.0, 5)  # 12 runs in 12 s: 1 s, 1,000 examples, each
         1000.0
     """
-    return CONFIRM_SHARE * search_seconds / (2 * (rounds + 1)) * base_examples_per_second
+    return CONFIRM_SHARE * search_seconds / (sides * (rounds + 1)) * base_examples_per_second
 
 
 class WholeRuns:
