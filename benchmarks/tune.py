@@ -43,10 +43,10 @@ import tensorflow as tf
 
 from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._arguments import training_data
 from tfthroughput.tuning._fit_runner import FitRunner
 from tfthroughput.tuning._measure import compare
 from tfthroughput.tuning._pipeline import fill_cache, plan, rebuilt
+from tfthroughput.tuning._training_data import training_data
 
 
 def mlp(features: int, hidden: tuple[int, ...]) -> keras.Model:
