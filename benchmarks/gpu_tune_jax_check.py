@@ -33,8 +33,8 @@ from tfthroughput.hardware.discovery import discover_sources  # noqa: E402
 from tfthroughput.hardware.sampler import Sampler  # noqa: E402
 from tfthroughput.hardware.window_stats import SampleKey  # noqa: E402
 from tfthroughput.tuning import tune  # noqa: E402
-from tfthroughput.tuning._arguments import training_data  # noqa: E402
-from tfthroughput.tuning._runner import Runner  # noqa: E402
+from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
+from tfthroughput.tuning._training_data import training_data  # noqa: E402
 
 BATCH_SIZE = 64
 FEATURES = 256
@@ -61,7 +61,7 @@ def data() -> tuple[np.ndarray, np.ndarray]:
     return x, (np.abs(x[:, 0]) * 3).astype("int32") % 10
 
 
-def timed_with_gpu(runner: Runner, sampler: Sampler | None, runs: int) -> tuple[float, dict]:
+def timed_with_gpu(runner: FitRunner, sampler: Sampler | None, runs: int) -> tuple[float, dict]:
     """Median examples/s of ``runs`` runs, and mean GPU-Util / SM activity over them."""
     if sampler is not None:
         sampler.collect(sample_now=True)
@@ -114,7 +114,7 @@ def main() -> int:
         training = training_data((x, y), BATCH_SIZE)
         steps = max(args.steps, result.chosen.steps_per_execution)
         common = {"steps": steps, "seed": 0, "clock": time.perf_counter}
-        before = Runner(
+        before = FitRunner(
             None,
             build_model,
             training.feed(BATCH_SIZE, steps),
@@ -123,7 +123,7 @@ def main() -> int:
             **common,
         )
         size = result.chosen.batch_size or BATCH_SIZE
-        after = Runner(
+        after = FitRunner(
             result.chosen,
             build_model,
             training.feed(size, steps),

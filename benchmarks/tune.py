@@ -43,10 +43,10 @@ import tensorflow as tf
 
 from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._arguments import training_data
+from tfthroughput.tuning._fit_runner import FitRunner
 from tfthroughput.tuning._measure import compare
 from tfthroughput.tuning._pipeline import fill_cache, plan, rebuilt
-from tfthroughput.tuning._runner import Runner
+from tfthroughput.tuning._training_data import training_data
 
 
 def mlp(features: int, hidden: tuple[int, ...]) -> keras.Model:
@@ -198,7 +198,7 @@ def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
     steps = max(steps, spe) // spe * spe
     examples = training.batch_size or int(next(iter(data))[0].shape[0])
     common = {"steps": steps, "examples_per_step": examples, "seed": 0}
-    base = Runner(
+    base = FitRunner(
         None,
         build,
         training.feed(batch_size, steps),
@@ -211,7 +211,7 @@ def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
         dataset = rebuilt(training, plan(training), result.chosen.batch_size)
         feed = {"x": dataset, "shuffle": False}
         warm = lambda: fill_cache(dataset, training.epoch_batches)  # noqa: E731
-    tuned = Runner(result.chosen, build, feed, clock=time.perf_counter, warm_data=warm, **common)
+    tuned = FitRunner(result.chosen, build, feed, clock=time.perf_counter, warm_data=warm, **common)
     base.start()
     tuned.start()
     comparison = compare(base, tuned, repeats)

@@ -37,12 +37,14 @@ from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py
 
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, training_data  # noqa: E402
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
+from tfthroughput.tuning._fit_runner import FitRunner as Runner  # noqa: E402
 from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
 from tfthroughput.tuning._measure import compare, compare_together  # noqa: E402
 from tfthroughput.tuning._pipeline import plan  # noqa: E402
 from tfthroughput.tuning._predict_runner import PredictRunner  # noqa: E402
-from tfthroughput.tuning._runner import Runner, TrialFailed  # noqa: E402
+from tfthroughput.tuning._training_data import training_data  # noqa: E402
+from tfthroughput.tuning._trial_model import TrialFailed  # noqa: E402
 from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan  # noqa: E402
 from tfthroughput.tuning.confirmation import WholeRuns  # noqa: E402
 

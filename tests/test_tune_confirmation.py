@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfthroughput.tuning._arguments import training_data
 from tfthroughput.tuning._inference_data import inference_data
 from tfthroughput.tuning._status import FASTER, NOT_FASTER
+from tfthroughput.tuning._training_data import training_data
 from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
 from tfthroughput.tuning.confirmation import WholeRuns, confirm, picks, run_examples

@@ -330,6 +330,8 @@ def test_bad_arguments_name_the_argument():
         tune(build, x, mode="inference", max_batch_latency_ms="5")
     with pytest.raises(ValueError, match=r"`output_tolerance` must be a number between 0 and 1"):
         tune(build, x, mode="inference", output_tolerance=2)
+    with pytest.raises(TypeError, match=r"`pipeline` must be a bool. Received: pipeline='no'"):
+        tune(build, x, mode="inference", pipeline="no")  # checked alike in both modes
     with pytest.raises(TypeError, match=r"`data` must be what model.predict takes"):
         tune(build, "images/", mode="inference")
     with pytest.raises(ValueError, match=r"`batch_size` must not exceed the 64 examples"):

@@ -17,7 +17,8 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._arguments import ARRAYS, TrainingData
+from tfthroughput.tuning._arguments import ARRAYS
+from tfthroughput.tuning._training_data import TrainingData
 
 
 def device_dataset(data: TrainingData, batch_size: int | None) -> tuple[Any, str]:

@@ -69,8 +69,8 @@ def lengthen(
 
 class Workload:
     """What a mode of ``tune`` brings to the search; subclasses define the methods without a
-    default. Its runners are ``_runner.Runner``, ``_predict_runner.PredictRunner``, or a
-    test's with known costs.
+    default. Its runners are ``_fit_runner.FitRunner``, ``_predict_runner.PredictRunner``
+    (both ``_trial_runner.TrialRunner``s), or a test's with known costs.
 
     Args:
         build_model: The user's builder.

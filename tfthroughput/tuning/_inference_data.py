@@ -1,4 +1,5 @@
-"""The data ``predict`` takes, checked once and fed the same way to every inference trial.
+"""tune's arguments in inference mode, and the data ``predict`` takes, checked once and fed the
+same way to every inference trial.
 
 Arrays (one array, a list or dict of arrays; a tuple ``(x, y)`` as ``predict`` reads it, ``y``
 ignored) or a ``tf.data.Dataset`` (batched, or unbatched with ``batch_size``). Every trial
@@ -8,7 +9,7 @@ predicts the same examples in the same order, so outputs can be compared row by 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
@@ -19,11 +20,18 @@ from tfthroughput.tuning._arguments import (
     ARRAYS,
     BATCHED,
     UNBATCHED,
-    _short,
+    SearchArguments,
     array_batches,
+    check_fraction,
+    check_positive_amount,
     is_dataset,
+    short_repr,
 )
 
+# Relative difference of outputs allowed for knobs that change the arithmetic (XLA, the
+# batch size, the dtype policy): bfloat16 keeps 8 bits of mantissa (0.4 % per rounding), and
+# a few layers of it stay within 2 % of the largest output.
+DEFAULT_OUTPUT_TOLERANCE = 0.02
 # Examples whose outputs every trial computes for the output check (fewer if the data has
 # fewer): enough rows to meet every kernel of the model, cheap next to the timed runs.
 CHECK_EXAMPLES = 256
@@ -134,5 +142,34 @@ def inference_data(data: object, batch_size: object) -> InferenceData:
     raise TypeError(
         "`data` must be what model.predict takes: NumPy arrays (one, a list or a dict; with "
         "`batch_size`, default 32) or a tf.data.Dataset (batched, or unbatched with "
-        f"`batch_size`). Received: data={_short(data)} of type {type(data).__name__}"
+        f"`batch_size`). Received: data={short_repr(data)} of type {type(data).__name__}"
     )
+
+
+@dataclass(frozen=True)
+class InferenceArguments(SearchArguments):
+    """tune's arguments in inference mode, checked in the order listed (after
+    :class:`SearchArguments`'s), numbers normalised; ``inputs`` is ``data`` as every trial's
+    ``predict`` gets it."""
+
+    max_batch_latency_ms: float | None
+    output_tolerance: float | None
+    inputs: InferenceData = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.check_search()
+        limit = check_positive_amount(
+            "max_batch_latency_ms", self.max_batch_latency_ms, "milliseconds", allow_none=True
+        )
+        tolerance = self.output_tolerance
+        tolerance = (
+            DEFAULT_OUTPUT_TOLERANCE
+            if tolerance is None
+            else check_fraction("output_tolerance", tolerance)
+        )
+        for name, value in (
+            ("max_batch_latency_ms", limit),
+            ("output_tolerance", tolerance),
+            ("inputs", inference_data(self.data, self.batch_size)),
+        ):
+            object.__setattr__(self, name, value)

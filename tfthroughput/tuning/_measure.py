@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfthroughput.tuning._runner import Runner
+from tfthroughput.tuning._trial_runner import TrialRunner as Runner
 
 # A floor on the noise: two runs of the same code on a shared machine differ by a few percent
 # even when a handful of rounds happen to agree.

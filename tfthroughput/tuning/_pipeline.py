@@ -18,7 +18,8 @@ from typing import Any
 from tfthroughput._optional import import_tensorflow
 from tfthroughput.data.keras_inputs import describe_workers
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, TrainingData
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED
+from tfthroughput.tuning._training_data import TrainingData
 
 # Lint rules about speed (not about reproducibility).
 _SPEED_RULES = frozenset(

@@ -1,34 +1,25 @@
-"""One inference trial's model: built fresh under its setup, warmed up once, then timed.
+"""An inference trial's runner: its model called by ``predict``, ``steps`` batches per timed run.
 
-A runner stays alive for all of its rounds, so tracing and XLA compilation happen once, in
-the warm-up. A timed run is one ``predict`` call over ``steps`` batches, timed from the start
-of its second execution to the call's return (outputs copied back to the host included):
-``predict``'s set-up (its data adapter and iterator: 0.1-0.3 s per call on the development
-machine) is paid once per call whatever the knobs, once in a batch job, and would otherwise
-swamp short runs. The latency of one batch is one
-``predict_on_batch`` call on a batch of the trial's size: what a server answering one request
-of that many examples waits; ``steps_per_execution`` groups batches inside ``predict`` only,
-so it leaves that figure unchanged.
+A timed run is one ``predict`` call over ``steps`` batches, timed from the start of its second
+execution to the call's return (outputs copied back to the host included): ``predict``'s set-up
+(its data adapter and iterator: 0.1-0.3 s per call on the development machine) is paid once
+per call whatever the knobs, once in a batch job, and would otherwise swamp short runs. The
+latency of one batch is one ``predict_on_batch`` call on a batch of the trial's size: what a
+server answering one request of that many examples waits; ``steps_per_execution`` groups
+batches inside ``predict`` only, so it leaves that figure unchanged.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any
 
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.diagnosis.trial_memory import to_mib
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._trial_model import (
-    USER_MODEL_ERRORS,
-    TrialFailed,
-    device_peak_bytes,
-    trial_failures,
-    trial_model,
-)
+from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
+from tfthroughput.tuning._trial_runner import TrialRunner
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -60,7 +51,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-class PredictRunner:
+class PredictRunner(TrialRunner):
     """A fresh model for ``setup``, predicting ``steps`` batches per timed run.
 
     Args:
@@ -74,6 +65,9 @@ class PredictRunner:
         clock: Seconds clock.
     """
 
+    loop = "predict"
+    host_memory = False
+
     def __init__(
         self,
         setup: TuneSetup | None,
@@ -85,49 +79,34 @@ class PredictRunner:
         seed: int,
         clock: Callable[[], float],
     ) -> None:
-        self.setup = setup
-        self._build_model = build_model
+        super().__init__(
+            setup, build_model, steps=steps, seed=seed, clock=clock, batch_size=data.batch_size
+        )
         self._data = data
-        self.steps = steps
         self._warmup_steps = warmup_steps
-        self._seed = seed
-        self._clock = clock
-        self.model: keras.Model | None = None
-        self.examples_per_step = 0
-        self.warmup_seconds = 0.0
-        self.memory_mib: float | None = None
         self.outputs: Any = None
         self.latencies: list[float] = []
-        self.notes: list[str] = []
         self._batch: Any = None
         self._feed: dict[str, Any] = {}
 
-    def start(self, *, user_model_errors: bool = False) -> None:
-        """Build, configure, warm up and predict the check examples. Raises
-        :class:`TrialFailed` with the reason; with ``user_model_errors``, a builder that
-        returns no model raises its own ``TypeError``."""
-        device_peak_bytes()  # resets the device's peak, so the trial's own is read after
-        start = self._clock()
-        with trial_failures("predict", USER_MODEL_ERRORS if user_model_errors else ()):
-            self._build()
+    def _warm_up(self) -> None:
+        """Warm up and predict the check examples (into ``outputs``)."""
         size = self.setup.batch_size
         self.examples_per_step = size if size is not None else self._data.batch_examples()
         self._feed = self._data.feed(size, self.steps)
         self._batch = self._data.one_batch(size)
-        with trial_failures("predict"):
+        with trial_failures(self.loop):
             # At least two whole executions, so the timed runs' function is the one traced.
             warmup = max(self._warmup_steps, 2 * self.setup.steps_per_execution)
             self.model.predict(**self._data.feed(size, warmup), verbose=0)
             self.model.predict_on_batch(self._batch)
             self.outputs = self.model.predict(**self._data.check_feed(size), verbose=0)
-        self.warmup_seconds = self._clock() - start
-        self.memory_mib = to_mib(device_peak_bytes())
 
     def run(self) -> float:
         """Seconds of ``steps`` batches of ``predict`` (the timed part of one call, scaled to
         ``steps`` batches)."""
         timer = _FromExecution(self._clock, self.setup.steps_per_execution)
-        with trial_failures("predict"):
+        with trial_failures(self.loop):
             self.model.predict(**self._feed, verbose=0, callbacks=[timer])
         end = self._clock()
         if timer.start is None or timer.timed_from >= self.steps:
@@ -139,7 +118,7 @@ class PredictRunner:
         (its set-up included: the confirmation times what the user's call costs), and the
         examples it predicted."""
         start = self._clock()
-        with trial_failures("predict"):
+        with trial_failures(self.loop):
             outputs = self.model.predict(**feed, verbose=0)
         return self._clock() - start, leading_dimension(outputs)
 
@@ -147,7 +126,7 @@ class PredictRunner:
         """Time ``count`` single-batch calls (``predict_on_batch``, outputs on the host)."""
         for _ in range(count):
             start = self._clock()
-            with trial_failures("predict"):
+            with trial_failures(self.loop):
                 self.model.predict_on_batch(self._batch)
             self.latencies.append(self._clock() - start)
 
@@ -161,14 +140,5 @@ class PredictRunner:
         self._feed = self._data.feed(self.setup.batch_size, steps)
 
     def close(self) -> None:
-        """Drop the model and collect it, so the next trial has its memory."""
-        self.model = None
         self._batch = self._feed = None
-        gc.collect()
-
-    def _build(self) -> None:
-        size = self._data.batch_size
-        self.model, self.setup, notes = trial_model(
-            self._build_model, self.setup, seed=self._seed, batch_size=size, loop="predict"
-        )
-        self.notes += notes
+        super().close()

@@ -1,17 +1,20 @@
 """What a training and an inference tuning result share: the leading fields of a trial and
-of a result, the choice, and the JSON and Text-tab pieces both write.
+of a result, the choice, the JSON, the printed table and the Text-tab record.
 
 Only fields that lead in both classes live here, so a subclass's fields keep their order
-(positional construction, ``vars()`` and so the JSON keys are unchanged).
+(positional construction and ``vars()`` are unchanged). A mode's result class adds its
+fields, its words (``_words``: the table's, ``_tag``: the Text tab's), its JSON values
+(``_mode_dict``), ``apply`` and ``snippet``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tfthroughput.tuning._status import BASELINE, FASTER
-from tfthroughput.tuning._table import confirmed_figure
+from tfthroughput.tuning._table import TableWords, confirmed_figure, render
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -32,7 +35,12 @@ class TrialBase:
 
 @dataclass(frozen=True)
 class ResultBase:
-    """The fields every result starts with, and the chosen trial and its speedup."""
+    """The fields every result starts with, the chosen trial and its speedup, and the result's
+    JSON, table and Text-tab record. A subclass has ``notes`` and ``confirmation`` fields."""
+
+    # The mode's table words (its check field among them) and the tag of its Text-tab record.
+    _words: ClassVar[TableWords]
+    _tag: ClassVar[str]
 
     baseline: TuneSetup
     chosen: TuneSetup
@@ -60,9 +68,8 @@ class ResultBase:
         """Median ratio of the chosen setup to the baseline as the user runs it: the
         confirmation's (whole ``fit`` epochs or ``predict`` calls); the search's own where no
         confirmation ran; ``1.0`` for the baseline."""
-        confirmation = getattr(self, "confirmation", None)
-        if confirmation is not None:
-            return confirmation.ratio
+        if self.confirmation is not None:
+            return self.confirmation.ratio
         return self.chosen_trial.ratio or 1.0
 
     @property
@@ -70,11 +77,47 @@ class ResultBase:
         """``model.compile`` keyword arguments of the chosen setup."""
         return self.chosen.compile_kwargs
 
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain JSON-able values."""
+        confirmation = self.confirmation
+        return {
+            **self._leading_dict(),
+            "compile_kwargs": self.compile_kwargs,
+            **self._mode_dict(),
+            "notes": list(self.notes),
+            "trials": [trial_dict(t, self._words.check) for t in self.trials],
+            "confirmation": None if confirmation is None else confirmation.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    def __str__(self) -> str:
+        return render(self, self._words)
+
+    def write_to_tensorboard(self, log_dir: str) -> str:
+        """Write the table to TensorBoard's Text tab (tag ``tune/result``, ``tune/inference``
+        in inference mode, as a preformatted block, and its JSON under the tag with
+        ``_json`` added) in a new event file in ``log_dir``.
+
+        Returns:
+            The event file's path.
+        """
+        from tfthroughput.monitor.text_entries import write_text
+
+        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
+        return write_text(log_dir, {self._tag: block, f"{self._tag}_json": self.to_json()})
+
+    def _mode_dict(self) -> dict[str, Any]:
+        """The mode's own JSON values, written after ``compile_kwargs``."""
+        raise NotImplementedError
+
     def _snippet_start(self) -> list[str]:
         """The snippet's first lines in both modes: the confirmed figure, the policy to build
         under."""
         lines = []
-        if getattr(self, "confirmation", None) is not None and self.improved:
+        if self.confirmation is not None and self.improved:
             lines.append(f"# {confirmed_figure(self.confirmation)}")
         if self.chosen.policy != self.baseline.policy:
             policy = self.chosen.policy
@@ -91,14 +134,6 @@ class ResultBase:
             "time_budget": self.time_budget,
             "stopped_by_budget": self.stopped_by_budget,
         }
-
-    def _write_text(self, log_dir: str, tag: str, json_text: str) -> str:
-        """Write ``str(self)`` as a Markdown code block under ``tag`` and ``json_text`` under
-        ``tag + "_json"`` to TensorBoard's Text tab; returns the event file's path."""
-        from tfthroughput.monitor.text_entries import write_text
-
-        block = "\n".join("    " + line for line in str(self).splitlines())  # Markdown code
-        return write_text(log_dir, {tag: block, f"{tag}_json": json_text})
 
 
 def trial_dict(trial: Any, check: str) -> dict[str, Any]:

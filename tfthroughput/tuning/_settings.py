@@ -12,10 +12,11 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._arguments import PY_DATASET, TuneArguments
+from tfthroughput.tuning._arguments import PY_DATASET
 from tfthroughput.tuning._environment import policy_to_try
 from tfthroughput.tuning._epoch import epoch_steps
 from tfthroughput.tuning._inference_workload import InferenceSettings
+from tfthroughput.tuning._training_data import TuneArguments
 from tfthroughput.tuning._training_workload import TrainingSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")

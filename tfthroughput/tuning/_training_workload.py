@@ -18,11 +18,11 @@ import keras
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
-from tfthroughput.tuning._arguments import TrainingData
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning._fit_runner import FitRunner
 from tfthroughput.tuning._knobs import training_knobs
-from tfthroughput.tuning._runner import Runner
 from tfthroughput.tuning._status import PROBE, REJECTED
+from tfthroughput.tuning._training_data import TrainingData
 from tfthroughput.tuning._trial_verdict import measured, speed_status
 from tfthroughput.tuning._whole_epochs import confirm_by_epochs
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
@@ -71,7 +71,7 @@ class TrainingWorkload(Workload):
         self.plan: _pipeline.PipelinePlan | None = None
         self._batch_examples: int | None = None
 
-    def baseline(self) -> Runner:
+    def baseline(self) -> FitRunner:
         probe = self.build_model()
         given = probe if isinstance(probe, keras.Model) else None
         first_spe = int(getattr(given, "steps_per_execution", 1) or 1)
@@ -94,7 +94,7 @@ class TrainingWorkload(Workload):
 
     def candidate(
         self, search: Search, setup: TuneSetup, *, feed: dict | None = None, **_: Any
-    ) -> Runner:
+    ) -> FitRunner:
         """A runner for ``setup``; ``feed`` replaces its data (the compute-only probe)."""
         base = search.base_setup
         warmup, steps = self.steps, self.timed_steps
@@ -114,7 +114,7 @@ class TrainingWorkload(Workload):
         search: Search,
         setup: TuneSetup,
         label: str,
-        runner: Runner,
+        runner: FitRunner,
         comparison: Any,
         *,
         same_arithmetic: bool | None = None,
@@ -200,12 +200,12 @@ class TrainingWorkload(Workload):
 
     def runner(
         self, setup: TuneSetup | None, build: Callable, feed: dict, *, steps: int | None, **how
-    ) -> Runner:
-        """A :class:`Runner` for ``setup`` (``None``: the model as given, at the data's batch
+    ) -> FitRunner:
+        """A :class:`FitRunner` for ``setup`` (``None``: the model as given, at the data's batch
         size) with this search's seed, clock and examples per step; ``how``: its other
         arguments (``warm_data``, ``warmup_steps``, ``callbacks``)."""
         size = self.data.batch_size if setup is None else setup.batch_size
-        return Runner(
+        return FitRunner(
             setup,
             build,
             feed,

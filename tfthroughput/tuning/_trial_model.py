@@ -1,6 +1,6 @@
-"""What both runners of a trial (``_runner``'s for ``fit``, ``_predict_runner``'s for
-``predict``) share: the fresh model under a setup (or as given), the failures that end a
-trial with a one-line reason, and the device's peak memory."""
+"""A trial's model in either mode (built by ``_trial_runner.TrialRunner`` for ``fit`` and
+for ``predict``): the fresh model under a setup (or as given), the failures that end a trial
+with a one-line reason, and the device's peak memory."""
 
 from __future__ import annotations
 

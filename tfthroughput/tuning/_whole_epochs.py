@@ -17,7 +17,8 @@ from typing import Any
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED, TrainingData
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
+from tfthroughput.tuning._training_data import TrainingData
 from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.setup import TuneSetup
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
-from tfthroughput.tuning._table import TableWords, render
+from tfthroughput.tuning._result_base import ResultBase, TrialBase
+from tfthroughput.tuning._table import TableWords
 from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
@@ -81,6 +80,9 @@ class InferenceTuneResult(ResultBase):
             search.
     """
 
+    _words: ClassVar[TableWords] = _WORDS
+    _tag: ClassVar[str] = "tune/inference"
+
     trials: tuple[InferenceTrial, ...]
     max_batch_latency_ms: float | None = None
     notes: tuple[str, ...] = field(default=())
@@ -131,30 +133,9 @@ class InferenceTuneResult(ResultBase):
         )
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The result as plain JSON-able values."""
+    def _mode_dict(self) -> dict[str, Any]:
         return {
             "mode": "inference",
-            **self._leading_dict(),
             "max_batch_latency_ms": self.max_batch_latency_ms,
-            "compile_kwargs": self.compile_kwargs,
             "predict_kwargs": self.predict_kwargs,
-            "notes": list(self.notes),
-            "trials": [trial_dict(t, "output_check") for t in self.trials],
-            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, default=str)
-
-    def __str__(self) -> str:
-        return render(self, _WORDS)
-
-    def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/inference``, as a preformatted
-        block, and its JSON under ``tune/inference_json``) in a new event file in ``log_dir``.
-
-        Returns:
-            The event file's path.
-        """
-        return self._write_text(log_dir, "tune/inference", self.to_json())

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from tfthroughput.tuning._result_base import ResultBase, TrialBase, trial_dict
+from tfthroughput.tuning._result_base import ResultBase, TrialBase
 from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importable from here
     BASELINE,
     FAILED,
@@ -16,7 +15,7 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     REJECTED,
     SLOWER,
 )
-from tfthroughput.tuning._table import render
+from tfthroughput.tuning._table import TRAINING, TableWords
 from tfthroughput.tuning.confirmation import Confirmation
 from tfthroughput.tuning.distribution import TuneDistribution
 from tfthroughput.tuning.loss_check import LossCheck
@@ -79,6 +78,9 @@ class TuneResult(ResultBase):
             and gives ``speedup``; ``None`` where nothing beat the baseline in the search.
     """
 
+    _words: ClassVar[TableWords] = TRAINING
+    _tag: ClassVar[str] = "tune/result"
+
     trials: tuple[TuneTrial, ...]
     pipeline_kwargs: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
@@ -123,29 +125,9 @@ class TuneResult(ResultBase):
         lines.append(fit)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The result as plain JSON-able values."""
+    def _mode_dict(self) -> dict[str, Any]:
+        distribution = self.distribution
         return {
-            **self._leading_dict(),
-            "compile_kwargs": self.compile_kwargs,
             "pipeline_kwargs": self.pipeline_kwargs,
-            "notes": list(self.notes),
-            "trials": [trial_dict(t, "loss_check") for t in self.trials],
-            "distribution": None if self.distribution is None else self.distribution.to_dict(),
-            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
+            "distribution": None if distribution is None else distribution.to_dict(),
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
-
-    def __str__(self) -> str:
-        return render(self)
-
-    def write_to_tensorboard(self, log_dir: str) -> str:
-        """Write the table to TensorBoard's Text tab (tag ``tune/result``, as a preformatted
-        block, and its JSON under ``tune/result_json``) in a new event file in ``log_dir``.
-
-        Returns:
-            The event file's path.
-        """
-        return self._write_text(log_dir, "tune/result", self.to_json())

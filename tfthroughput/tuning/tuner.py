@@ -14,11 +14,12 @@ import keras
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
-from tfthroughput.tuning._arguments import TuneArguments
 from tfthroughput.tuning._engine import run_search
-from tfthroughput.tuning._inference_arguments import InferenceArguments, split_mode
+from tfthroughput.tuning._inference_data import InferenceArguments
 from tfthroughput.tuning._inference_workload import InferenceWorkload
+from tfthroughput.tuning._mode import split_mode
 from tfthroughput.tuning._settings import inference_settings, training_settings
+from tfthroughput.tuning._training_data import TuneArguments
 from tfthroughput.tuning._training_workload import TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
@@ -108,7 +109,7 @@ def tune(
 
 def _tune_training(given: dict[str, Any]) -> TuneResult:
     """The search under the strategy, its result with the batches per replica."""
-    arguments = TuneArguments(**given)  # checked on creation (tuning/_arguments.py)
+    arguments = TuneArguments(**given)  # checked on creation (tuning/_training_data.py)
     build_model = in_scope(arguments.build_model, arguments.strategy)
     settings = training_settings(arguments)
     result = run_search(

@@ -1,28 +1,20 @@
-"""One trial's model: built fresh under its setup, warmed up once, then timed on demand.
+"""A training trial's runner: its model trained by ``fit``, ``steps`` steps per timed run.
 
-A runner stays alive for all of its rounds, so tracing and XLA compilation happen once, in
-the warm-up, and each timed run is ``steps`` steps of an already compiled train function.
-Every runner starts from the same seed, so its initial weights (and dropout draws) equal the
-baseline's and the warm-up losses can be compared.
+Each timed run is ``steps`` steps of an already compiled train function, timed by epoch
+hooks around the user's callbacks. The warm-up's mean loss is the one the loss check
+compares with the baseline's.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
 
-from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
-from tfthroughput.tuning._trial_model import (
-    USER_MODEL_ERRORS,
-    TrialFailed,
-    device_peak_bytes,
-    trial_failures,
-    trial_model,
-)
+from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
+from tfthroughput.tuning._trial_runner import TrialRunner
 from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -59,7 +51,7 @@ class _EpochStart(keras.callbacks.Callback):
         self._timer.begin()
 
 
-class Runner:
+class FitRunner(TrialRunner):
     """A fresh model for ``setup``, fed by ``feed``, timed ``steps`` steps at a time.
 
     Args:
@@ -79,6 +71,9 @@ class Runner:
     ``steps`` (and ``warmup_steps``) ``None``: each run is an epoch to the data's end.
     """
 
+    loop = "train"
+    host_memory = True
+
     def __init__(
         self,
         setup: TuneSetup | None,
@@ -94,38 +89,15 @@ class Runner:
         warmup_steps: int | None = None,
         callbacks: Sequence[keras.callbacks.Callback] = (),
     ) -> None:
-        self.setup = setup
+        super().__init__(
+            setup, build_model, steps=steps, seed=seed, clock=clock, batch_size=batch_size
+        )
         self.warmup_steps = warmup_steps or steps
-        self._batch_size = batch_size
-        self._build_model = build_model
         self._feed = feed
-        self.steps = steps
         self.examples_per_step = examples_per_step
-        self._seed = seed
-        self._clock = clock
         self._warm_data = warm_data
         self._callbacks = tuple(callbacks)
-        self.model: keras.Model | None = None
-        self.warmup_seconds = 0.0
         self.warmup_loss = math.nan
-        self.memory_mib: float | None = None
-        self.notes: list[str] = []
-
-    def start(self, *, user_model_errors: bool = False) -> None:
-        """Build, configure and warm up. Raises :class:`TrialFailed` with the reason.
-
-        With ``user_model_errors``, a builder that returns no compiled model raises its own
-        ``TypeError``/``ValueError`` (the baseline: the user must fix the builder)."""
-        release_free_memory()
-        with PeakAdded() as memory:
-            start = self._clock()
-            with trial_failures("train", USER_MODEL_ERRORS if user_model_errors else ()):
-                self._build()
-            if self._warm_data is not None:
-                self._warm_data()
-            self.warmup_loss = self._fit(self.warmup_steps)[1]
-            self.warmup_seconds = self._clock() - start
-        self.memory_mib = to_mib(device_peak_bytes() or memory.added)
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
@@ -136,24 +108,14 @@ class Runner:
         more data from arrays)."""
         self.steps, self._feed = steps, feed
 
-    def close(self) -> None:
-        """Drop the model and collect it, so the next trial has its memory."""
-        self.model = None
-        gc.collect()
-
-    def _build(self) -> None:
-        self.model, self.setup, notes = trial_model(
-            self._build_model,
-            self.setup,
-            seed=self._seed,
-            batch_size=self._batch_size,
-            loop="train",
-        )
-        self.notes += notes
+    def _warm_up(self) -> None:
+        if self._warm_data is not None:
+            self._warm_data()
+        self.warmup_loss = self._fit(self.warmup_steps)[1]
 
     def _fit(self, steps: int | None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
-        with trial_failures("train"):
+        with trial_failures(self.loop):
             history = self.model.fit(
                 **self._feed,
                 epochs=1,
