@@ -38,7 +38,7 @@ from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
-from tfthroughput.tuning._fit_runner import FitRunner as Runner  # noqa: E402
+from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
 from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
 from tfthroughput.tuning._measure import compare, compare_together  # noqa: E402
 from tfthroughput.tuning._pipeline import plan  # noqa: E402
@@ -73,7 +73,7 @@ def train_starter(build, data, pipe, base: TuneSetup):
         epoch = epoch_plan(data, setup.batch_size, step, None, _ALL, setup.steps_per_execution)
         feed, warm = epoch_feed(data, setup, epoch, pipe, None)
         told = feed.pop("steps_per_epoch")
-        runner = Runner(
+        runner = FitRunner(
             None if setup == base else setup,
             build,
             feed,

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfthroughput.tuning._trial_runner import TrialRunner as Runner
+from tfthroughput.tuning._trial_runner import TrialRunner
 
 # A floor on the noise: two runs of the same code on a shared machine differ by a few percent
 # even when a handful of rounds happen to agree.
@@ -116,8 +116,8 @@ def combined_noise(base_speeds: list[float], speeds: list[float]) -> float:
 
 
 def compare(
-    baseline: Runner,
-    candidate: Runner,
+    baseline: TrialRunner,
+    candidate: TrialRunner,
     rounds: int,
     gpu: GPUWindows | None = None,
     *,
@@ -130,7 +130,9 @@ def compare(
     return _comparison(base_speeds, speeds, gpu)
 
 
-def compare_together(baseline: Runner, candidates: list[Runner], rounds: int) -> list[Comparison]:
+def compare_together(
+    baseline: TrialRunner, candidates: list[TrialRunner], rounds: int
+) -> list[Comparison]:
     """Time the baseline and every candidate in the same ``rounds`` rounds, their order
     rotated each round (so no side always runs first or after the same other); one
     :class:`Comparison` per candidate against the baseline's runs of the same rounds. With
@@ -140,8 +142,8 @@ def compare_together(baseline: Runner, candidates: list[Runner], rounds: int) ->
 
 
 def _timed_rounds(
-    baseline: Runner,
-    candidates: list[Runner],
+    baseline: TrialRunner,
+    candidates: list[TrialRunner],
     rounds: int,
     gpu: GPUWindows,
     before_round: Callable[[], None] | None,
