@@ -19,7 +19,9 @@ from fakes import CostClock, charge_calls
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
 from tfthroughput.tuning._settings import _callback_bound
+from tfthroughput.tuning._training_workload import same_arithmetic_as
 from tfthroughput.tuning.result import BASELINE, FAILED, FASTER, NOT_FASTER
+from tfthroughput.tuning.setup import TuneSetup
 
 QUICK = {"steps": 32, "rounds": 3, "precision": False, "time_budget": 120}
 
@@ -184,6 +186,19 @@ def test_a_pipeline_the_probe_let_pass_is_tried_again_once_steps_per_execution_c
     assert last.setup == result.chosen and last.loss_check.passed
     # 5.5 ms against 1 ms a step, give or take the batch or two tf.data maps ahead of fit.
     assert 4.0 < last.ratio < 7.0, str(result)
+
+
+def test_a_setup_keeps_the_baselines_arithmetic_unless_xla_policy_batch_or_augmentation_change():
+    base = TuneSetup(1, False, "float32", batch_size=32)
+    assert same_arithmetic_as(base, base.with_(steps_per_execution=8, pipeline=True))
+    for changed in (
+        {"jit_compile": True},
+        {"policy": "mixed_bfloat16"},
+        {"batch_size": 64},
+        {"augment_on_device": True},
+    ):
+        # e.g. the pipeline tried on a bfloat16 best: its loss is checked at the tolerance
+        assert not same_arithmetic_as(base, base.with_(pipeline=True, **changed)), changed
 
 
 def test_compute_bound_model_keeps_the_baseline_and_says_so():

@@ -7,42 +7,13 @@ ends it, or after ``PATIENCE`` doublings in a row without a gain. Every trial is
 against the baseline in alternated rounds; a trial is skipped when the time left is less than
 1.25 times the cost of the dearest recent trial (``_engine``).
 
-Training (``tune(...)``):
-
-1. The baseline, exactly as given.
-2. The input pipeline (TensorFlow), first where the input is the limit: a compute-only probe
-   (the same model fed one batch from memory) gives diagnose's input-bound fraction, and
-   ``lint_pipeline`` reads a ``tf.data`` pipeline.
-3. ``steps_per_execution``, doubling from the model's own value under its ``jit_compile``
-   setting, then again from the model's own value with XLA flipped: the two lines are
-   searched separately because XLA can help at one ``steps_per_execution`` and hurt at
-   another. A line stops after two doublings in a row whose median ratio does not gain at
-   least the noise floor (3 %) over the line's best, at a failure, or at the bound (the epoch
-   length, the timed steps, callbacks).
-4. The dtype policy ``recommend_precision`` recommends, if it is not the one in force.
-5. Larger batches (``allow_batch_change`` only).
-6. The input pipeline on the best setup, where it is not in it yet: with the step's own cost
-   cut, the input side can be the limit that the probe at the baseline did not see.
-
-Inference (``tune(..., mode="inference")``):
-
-1. The baseline: ``predict`` exactly as given (its batch size, default 32).
-2. The batch size, doubling (free at inference: no learning dynamics), each measured
-   with the same examples per timed run. The line stops at a failure (out of memory), at
-   the first batch whose p95 latency exceeds ``max_batch_latency_ms``, at outputs beyond the
-   tolerance, at the examples available or 128x the given batch, or after two doublings in
-   a row that gain less than the noise floor (3 %) over the line's best.
-3. XLA flipped (``jit_compile`` the other way), on the best setup so far.
-4. ``steps_per_execution``, doubling from twice the model's own, on the best so far.
-5. The dtype policy ``recommend_precision`` recommends, if it is not the one in force.
-
-A trial is ``"faster"`` by the baseline's rule (its median ratio to the baseline beyond the
-noise, most rounds won); it becomes the best setup only if its ratio also beats the best
-so far by the noise floor (3 %), so a knob that gains nothing measurable is not added.
-
-Before each round both runners take a few single-batch latency samples. A trial's outputs are
-compared with the baseline's, or, where it only adds ``steps_per_execution`` to the best setup
-so far, exactly with that setup's (``_inference_workload``).
+Each mode's order, and why, is documented knob by knob below and in ``docs/tuning.md``
+("What it tries, in order"; "Inference"). Training: the pipeline where the input is the limit,
+the two ``steps_per_execution`` lines (XLA as compiled, then flipped), the policy (and the
+line once more on it), larger batches where allowed, the pipeline on the best setup.
+Inference: the batch line, XLA flipped, the ``steps_per_execution`` line, the policy. In
+inference a trial joins the best setup only by beating it by the noise floor (3 %), so a knob
+that gains nothing measurable is not added.
 """
 
 from __future__ import annotations
@@ -114,7 +85,7 @@ def policy_knob(search: Search) -> None:
 def training_knobs(settings: Any) -> tuple[Knob, ...]:
     """The knobs the training search tries, in order, as its settings allow."""
     knobs: list[Knob] = [pipeline_knob] if settings.try_pipeline else []
-    knobs += [training_steps_per_execution_lines, policy_knob]
+    knobs += [training_steps_per_execution_lines, training_policy_knob]
     if settings.allow_batch_change:
         knobs.append(training_batch_knob)
     if settings.try_pipeline:
@@ -167,7 +138,8 @@ def pipeline_on_best_knob(search: Search) -> None:
     plan, best = search.workload.plan, search.best[0]
     if plan is None or best.pipeline or best.augment_on_device:
         return
-    trial = search.try_setup(best.with_(pipeline=True), same_arithmetic=True)
+    # Checked as the best setup's arithmetic asks: a policy in it changes the loss.
+    trial = search.try_setup(best.with_(pipeline=True))
     if trial is not None:
         search.notes.append(f"input pipeline tried on the best setup so far: {trial.status}")
 
@@ -189,13 +161,27 @@ def device_augmentation_knob(search: Search) -> None:
 
 def training_steps_per_execution_lines(search: Search) -> None:
     """The line under the model's own XLA setting, then the line with XLA flipped."""
-    current = search.best[0]
-    _training_steps_per_execution_line(search, current.jit_compile, first=2)
+    current, given = search.best[0], search.base_setup.steps_per_execution
+    _training_steps_per_execution_line(search, current.jit_compile, start=given * 2)
     if search.settings.try_xla:
-        _training_steps_per_execution_line(search, not current.jit_compile, first=1)
+        _training_steps_per_execution_line(search, not current.jit_compile, start=given)
 
 
-def _training_steps_per_execution_line(search: Search, jit: bool, first: int) -> None:
+def training_policy_knob(search: Search) -> None:
+    """The recommended policy; where it becomes the best setup, ``steps_per_execution`` once
+    more on it, from the best's value doubled: a cheaper step leaves the fixed cost of a call
+    a larger share, so more steps per call can pay where they did not in float32
+    (``benchmarks/tune_grid.py``'s compute-bound MLP: float32's line within the noise, the
+    grid's best ``steps_per_execution=16`` in bfloat16)."""
+    before = search.best[0]
+    policy_knob(search)
+    best = search.best[0]
+    if best.policy != before.policy:
+        start = best.steps_per_execution * 2
+        _training_steps_per_execution_line(search, best.jit_compile, start=start)
+
+
+def _training_steps_per_execution_line(search: Search, jit: bool, start: int) -> None:
     current, best = search.best
     bound = min(search.settings.max_steps_per_execution, search.workload.steps)
     epoch = search.settings.epoch_steps
@@ -209,7 +195,7 @@ def _training_steps_per_execution_line(search: Search, jit: bool, first: int) ->
         return search.try_setup(current.with_(steps_per_execution=spe, jit_compile=jit))
 
     double_along(
-        search.base_setup.steps_per_execution * first,
+        start,
         bound,
         try_at,
         lambda trial: trial.status == FAILED,

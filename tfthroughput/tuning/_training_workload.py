@@ -45,6 +45,14 @@ class TrainingSettings(SearchSettings):
     callbacks: tuple = ()  # the user's, run in the confirmation's epochs
 
 
+def same_arithmetic_as(base: TuneSetup, setup: TuneSetup) -> bool:
+    """Whether ``setup`` trains with the baseline's arithmetic, so its loss must match exactly:
+    the same XLA setting, policy, batch and random stream (the pipeline and
+    ``steps_per_execution`` change none of them)."""
+    arithmetic = lambda s: (s.jit_compile, s.policy, s.batch_size, s.augment_on_device)  # noqa: E731
+    return arithmetic(setup) == arithmetic(base)
+
+
 class TrainingWorkload(Workload):
     """Trials of ``fit`` on the user's data (see :class:`~tfthroughput.tuning._engine.Workload`).
 
@@ -122,11 +130,9 @@ class TrainingWorkload(Workload):
         **_: Any,
     ) -> TuneTrial:
         """The trial: a probe is never judged; else its warm-up loss against the baseline's
-        (exactly where the arithmetic is the same: by default, the same XLA setting and
-        policy)."""
-        base = search.base_setup
+        (exactly where the arithmetic is the same: by default, :func:`same_arithmetic_as`)."""
         if same_arithmetic is None:
-            same_arithmetic = (setup.jit_compile, setup.policy) == (base.jit_compile, base.policy)
+            same_arithmetic = same_arithmetic_as(search.base_setup, setup)
         check = None
         if not probe:
             tolerance = EXACT_TOLERANCE if same_arithmetic else self.settings.loss_tolerance
@@ -140,7 +146,7 @@ class TrainingWorkload(Workload):
             status = REJECTED
         else:
             status = speed_status(comparison)
-        if setup.batch_size != base.batch_size:
+        if setup.batch_size != search.base_setup.batch_size:
             notes.append("learning dynamics change (fewer, larger steps per epoch)")
         return TuneTrial(
             setup,
