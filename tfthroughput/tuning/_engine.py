@@ -261,17 +261,18 @@ class Search:
     def _confirm(self) -> Confirmation | None:
         """The pick and the next-best confirmed by the workload's piece of work, or ``None``
         where nothing beat the baseline or the confirmation is off. One piece of work holds
-        its share of the search's time at the baseline's speed, never fewer examples than the
-        search's own runs."""
+        its share of the search's time at the speeds the search measured, never fewer examples
+        than the search's own runs."""
         rounds = self.settings.confirm_rounds
         candidates = picks(self.trials, self.best[0], self.base_setup) if rounds else []
         if not candidates:
             return None
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base) or [1.0]
         elapsed = self.clock() - self._start
-        sides = 1 + len(contenders(candidates))  # the baseline's runner and the contenders'
+        searched = {trial.setup: trial.ratio for trial in self.trials if trial.ratio}
+        ratios = [searched.get(setup, 1.0) for setup, _ in contenders(candidates)]
         most = max(
-            run_examples(statistics.median(speeds), elapsed, rounds, sides),
+            run_examples(statistics.median(speeds), elapsed, rounds, ratios),
             self.workload.search_run_examples(self),
         )
         return self.workload.confirm(self, candidates, most)

@@ -237,17 +237,28 @@ def _figures(found: Comparison) -> dict[str, Any]:
 
 
 def run_examples(
-    base_examples_per_second: float, search_seconds: float, rounds: int, sides: int = 2
+    base_examples_per_second: float,
+    search_seconds: float,
+    rounds: int,
+    ratios: Sequence[float] = (1.0,),
 ) -> float:
-    """Examples one timed piece of work may hold so that the rounds of ``sides`` runners (the
-    baseline and the candidates, one warm-up each) take about :data:`CONFIRM_SHARE` of the
-    search's time.
+    """Examples one timed piece of work may hold so that the rounds (and one warm-up each) of
+    the baseline and the contenders take about :data:`CONFIRM_SHARE` of the search's time, at
+    the speeds the search measured: the baseline's examples/s and each contender's ``ratios``
+    to it (a contender at 20x takes a twentieth of the baseline's time; at 1x or less, as
+    long). A cut piece of a ``predict`` call pays the call's set-up on fewer examples, so the
+    pieces are made as long as the share allows.
 
     Example:
         >>> run_examples(1000.0, 80.0, 5)  # 12 runs in 12 s: 1 s, 1,000 examples, each
         1000.0
+        >>> run_examples(1000.0, 80.0, 5, ratios=(4.0, 4.0))  # the baseline's 6 runs: 1.33 s
+        1333.3333333333333
     """
-    return CONFIRM_SHARE * search_seconds / (sides * (rounds + 1)) * base_examples_per_second
+    time_per_example = (1.0 + sum(1.0 / max(ratio, 1.0) for ratio in ratios)) / (
+        base_examples_per_second
+    )
+    return CONFIRM_SHARE * search_seconds / ((rounds + 1) * time_per_example)
 
 
 class WholeRuns:
