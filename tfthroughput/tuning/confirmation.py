@@ -44,11 +44,12 @@ class Confirmation:
 
     Attributes:
         pick: The search's pick (its highest median ratio), confirmed first.
-        setup: The confirmed setup: the search's pick, the next-best faster setup where the
-            pick was not confirmed, or the baseline where none was.
+        setup: The confirmed setup: of the search's pick and its next-best, the one faster
+            than the baseline beyond the noise with the higher median ratio, or the baseline
+            where neither was.
         label: What it changes from the baseline (``"the baseline"`` when kept).
         work: One timed piece of work, e.g. ``"whole fit epochs (128 steps)"``.
-        rounds: Alternated rounds per setup confirmed.
+        rounds: Rounds, each timing every side once in rotated order.
         seconds: Wall-clock seconds the confirmation took (builds and warm-ups included).
         ratio: Median ratio of its examples/s to the baseline's (``1.0`` when kept).
         ratio_low: Lowest per-round ratio; ``None`` when the baseline is kept.

@@ -74,7 +74,7 @@ class InferenceTuneResult(ResultBase):
         stopped_by_budget: Whether the budget ended the search before every knob was tried.
         max_batch_latency_ms: The latency limit of one batch (p95, milliseconds), or ``None``.
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
-        confirmation: The search's pick against the baseline, rebuilt and timed by whole
+        confirmation: The search's pick and next-best against the baseline, timed by whole
             ``predict`` calls (:class:`~tfthroughput.tuning.Confirmation`): it decides
             ``chosen`` and gives ``speedup``; ``None`` where nothing beat the baseline in the
             search.

@@ -73,7 +73,7 @@ class TuneResult(ResultBase):
         notes: What was not tried and why, and what the chosen setup changes, as sentences.
         distribution: The ``tf.distribute`` strategy the trials ran under, with the global and
             per-replica batch of the baseline and the chosen setup; ``None`` without one.
-        confirmation: The search's pick against the baseline, rebuilt and timed by whole
+        confirmation: The search's pick and next-best against the baseline, timed by whole
             ``fit`` epochs (:class:`~tfthroughput.tuning.Confirmation`): it decides ``chosen``
             and gives ``speedup``; ``None`` where nothing beat the baseline in the search.
     """
