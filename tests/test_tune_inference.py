@@ -44,6 +44,9 @@ class KnownCost:
     def runner(self, setup, build_model, data, *, steps, warmup_steps, seed, clock):
         return FakePredictRunner(self, setup, data, steps)
 
+    def per_example_of(self, setup):
+        return self.per_example * (0.5 if setup.jit_compile else 1.0)
+
 
 class FakePredictRunner:
     def __init__(self, cost, setup, data, steps):
@@ -58,7 +61,7 @@ class FakePredictRunner:
         self.outputs = np.linspace(-1.0, 1.0, 64) + self._cost.drift(self.setup)
 
     def _per_example(self):
-        return self._cost.per_example * (0.5 if self.setup.jit_compile else 1.0)
+        return self._cost.per_example_of(self.setup)
 
     def run(self):
         per_batch = self._cost.launch / self.setup.steps_per_execution
@@ -94,6 +97,29 @@ def search(cost, *, examples=1024, limit=None, policy=None, xla=True, tolerance=
     return InferenceSearch(
         None, data, settings, lambda: 0.0, GPUWindows(None), runner=cost.runner
     ).run()
+
+
+class XlaSlowsBfloat16(KnownCost):
+    """XLA halves float32's cost per example and doubles bfloat16's; bfloat16 without XLA
+    costs a quarter of float32's (a CPU whose XLA compiles bfloat16 poorly)."""
+
+    def per_example_of(self, setup):
+        if setup.policy == "mixed_bfloat16":
+            return self.per_example * (2.0 if setup.jit_compile else 0.25)
+        return super().per_example_of(setup)
+
+
+def test_a_policy_slowed_by_the_flipped_xla_is_tried_with_xla_as_given():
+    result = search(XlaSlowsBfloat16(launch=1e-4, per_example=1e-5), policy="mixed_bfloat16")
+
+    by_label = {t.label: t for t in result.trials}
+    chosen = result.chosen
+    assert (chosen.policy, chosen.jit_compile) == ("mixed_bfloat16", False), str(result)
+    on_xla = by_label[chosen.with_(jit_compile=True).changes_from(result.baseline)]
+    assert on_xla.ratio < result.chosen_trial.ratio  # tried first, on the XLA best, and slower
+    # bfloat16 without XLA against XLA's float32: a quarter of the cost per example, not a half
+    xla_best = by_label[on_xla.setup.with_(policy="float32").changes_from(result.baseline)]
+    assert result.chosen_trial.ratio > 1.5 * xla_best.ratio
 
 
 def test_launch_bound_predict_tries_batch_then_xla_then_steps_per_execution_in_order():

@@ -73,10 +73,17 @@ def double_along(
 def policy_knob(search: Search) -> None:
     """The knob both modes try: the policy ``recommend_precision`` recommends, where it is not
     the one in force, on the best setup so far (a new arithmetic: its math is checked at the
-    mode's tolerance)."""
-    policy = search.settings.policy
-    if policy is not None and policy != search.base_setup.policy:
-        search.try_setup(search.best[0].with_(policy=policy))
+    mode's tolerance). Where the best setup flipped XLA and the policy on top of it does not
+    become the best, the policy is tried with XLA as given too: XLA on a CPU compiles bfloat16
+    poorly (``benchmarks/tune.py``'s compute-bound MLP: bfloat16 1.19x on an XLA best at
+    1.53x; without XLA, bfloat16 reached 2.4x), so the two knobs are not independent."""
+    policy, given = search.settings.policy, search.base_setup
+    if policy is None or policy == given.policy:
+        return
+    best = search.best[0]
+    search.try_setup(best.with_(policy=policy))
+    if best.jit_compile != given.jit_compile and search.best[0].policy != policy:
+        search.try_setup(best.with_(policy=policy, jit_compile=given.jit_compile))
 
 
 # ------------------------------------------------------------------------------ training
