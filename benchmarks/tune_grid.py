@@ -15,9 +15,12 @@ included), median ratio. The grid:
 The grid's best of many noisy ratios is biased upwards (the highest of 12-96 draws), so the
 grid's ``--leaders`` best setups and tune's pick are then timed again, all in the same
 ``--retime-rounds`` rounds against one baseline, their order rotated; pick/best compares those
-figures. The grid checks neither the loss nor the outputs (tune does; a grid point it rejected
-for that can be the grid's best). One line per workload: the pick's ratio over the best
-re-timed, and tune's time over the grid's first pass. The last line is a one-line summary. Run:
+figures; a second copy of the first leader runs in the same rounds, and its ratio over the
+leader's is how far one setup's re-timing moves (the resolution of a "within 5 %" verdict). The
+grid checks neither the loss nor the outputs (tune does; a grid point it rejected for that can
+be the grid's best). One line per workload: the pick's ratio over the best re-timed, the copy's,
+and tune's time (its search and its confirmation apart) over the grid's first pass. The last
+line is a one-line summary. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune_grid.py [--mode both] [--budget 90]
 """
@@ -154,42 +157,54 @@ def time_grid(start, base: TuneSetup, grid: list[TuneSetup], rounds: int) -> dic
     return ratios
 
 
-def retime(start, base: TuneSetup, setups: list[TuneSetup], rounds: int) -> dict:
+def retime(start, base: TuneSetup, setups: list[TuneSetup], rounds: int) -> tuple[dict, float]:
     """The grid's leaders and tune's pick timed again, all in the same rounds against one
-    baseline (their order rotated): setup -> median ratio. The grid's best of many noisy
-    ratios is biased upwards; timing the leaders together again is what compares them."""
-    baseline, runners = start(base), {}
+    baseline (their order rotated): setup -> median ratio, and the ratio of a second copy of
+    the first leader. The grid's best of many noisy ratios is biased upwards; timing the
+    leaders together again is what compares them, and the copy shows how far one setup's
+    re-timing moves: the resolution a "within 5 %" verdict has on this machine."""
+    leader = next((setup for setup in setups[1:] if setup != base), None)
+    sides = [(setup, False) for setup in dict.fromkeys(setups) if setup != base]
+    sides += [(leader, True)] if leader is not None else []
+    baseline, runners = start(base), []
     try:
-        for setup in dict.fromkeys(setups):
-            if setup == base:
-                continue
+        for setup, is_copy in sides:
             try:
-                runners[setup] = start(setup)
+                runners.append((setup, is_copy, start(setup)))
             except TrialFailed:
                 keras.backend.clear_session()
-        found = compare_together(baseline, list(runners.values()), rounds)
-        ratios = {setup: comparison.ratio for setup, comparison in zip(runners, found, strict=True)}
+        found = compare_together(baseline, [runner for *_, runner in runners], rounds)
     finally:
-        for runner in [baseline, *runners.values()]:
+        for runner in [baseline, *(runner for *_, runner in runners)]:
             runner.close()
         keras.backend.clear_session()
-    return {base: 1.0, **ratios}
+    again, copy = {base: 1.0}, float("nan")
+    for (setup, is_copy, _), comparison in zip(runners, found, strict=True):
+        if is_copy:
+            copy = comparison.ratio
+        else:
+            again[setup] = comparison.ratio
+    return again, copy / again.get(leader, float("nan"))
 
 
-def report(name: str, result, tune_seconds: float, grid: dict, again: dict, seconds: float):
-    """One line: tune's pick and the grid's best as re-timed together, and the two costs."""
+def report(name, result, tune_seconds: float, grid: dict, again: dict, copy: float, seconds: float):
+    """One line: tune's pick and the grid's best as re-timed together, the leader's copy
+    against it, and the costs: tune's search and confirmation apart, and the grid's."""
     timed = {s: r for s, r in grid.items() if r is not None}
     first_best = max(timed, key=timed.get)
     best = max(again, key=again.get)
     pick = again.get(result.chosen, float("nan"))
     quality = pick / again[best]
+    confirmation = result.confirmation.seconds if result.confirmation else 0.0
     changes = lambda setup: setup.changes_from(result.baseline) or "the baseline"  # noqa: E731
     print(
         f"{name}: tune's pick ({changes(result.chosen)}) {pick:.2f}x re-timed (tune said "
         f"{result.speedup:.2f}x); the best re-timed ({changes(best)}) {again[best]:.2f}x; the "
         f"grid's first pass: {changes(first_best)} {timed[first_best]:.2f}x of {len(timed)} "
-        f"setups: pick/best {quality:.2f}; tune {tune_seconds:.0f} s, grid {seconds:.0f} s "
-        f"({tune_seconds / seconds:.2f} of it); load {os.getloadavg()[0]:.1f}",
+        f"setups: pick/best {quality:.2f}; the first leader's copy / the leader {copy:.2f}; "
+        f"tune {tune_seconds:.0f} s (search {result.seconds:.0f} s, confirmation "
+        f"{confirmation:.0f} s), grid {seconds:.0f} s ({tune_seconds / seconds:.2f} of it, "
+        f"confirmation alone {confirmation / seconds:.2f}); load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return quality
@@ -203,8 +218,8 @@ def grid_and_retime(args, start, base: TuneSetup, grid: list[TuneSetup], chosen:
     ratios = time_grid(start, base, grid, args.rounds)
     seconds = time.perf_counter() - began
     ranked = sorted((s for s, r in ratios.items() if r is not None), key=ratios.get, reverse=True)
-    again = retime(start, base, [chosen, *ranked[: args.leaders]], args.retime_rounds)
-    return ratios, again, seconds
+    again, copy = retime(start, base, [chosen, *ranked[: args.leaders]], args.retime_rounds)
+    return ratios, again, copy, seconds
 
 
 def run_training(args, qualities: dict) -> None:

@@ -123,34 +123,52 @@ def test_a_policy_slowed_by_the_flipped_xla_is_tried_with_xla_as_given():
 
 
 def test_launch_bound_predict_tries_batch_then_xla_then_steps_per_execution_in_order():
-    result = search(KnownCost(launch=1e-3, per_example=1e-6), examples=256)
+    result = search(KnownCost(launch=1e-3, per_example=1e-6), examples=2048, limit=1.3)
 
     assert [t.label for t in result.trials][1:] == [
         "batch_size=64",
         "batch_size=128",
-        "batch_size=256",  # the 256 examples bound the doubling
+        "batch_size=256",
+        "batch_size=512",  # 1.512 ms per batch: over the limit, the doubling ends
         "XLA on, batch_size=256",
         "steps_per_execution=2, XLA on, batch_size=256",
         "steps_per_execution=4, XLA on, batch_size=256",
-        "steps_per_execution=8, XLA on, batch_size=256",
-        "steps_per_execution=16, XLA on, batch_size=256",  # half the timed run's 32 batches
+        "steps_per_execution=8, XLA on, batch_size=256",  # a predict call: 2048 / 256 batches
     ]
-    assert [t.status for t in result.trials] == [BASELINE] + [FASTER] * 8
-    assert result.chosen == TuneSetup(16, True, "float32", batch_size=256)
-    # 32 examples per 1.032 ms against 256 per (0.0625 + 0.128) ms: 10.5x.
-    assert result.speedup == pytest.approx((256 / 0.1905e-3) / (32 / 1.032e-3))
+    statuses = [t.status for t in result.trials]
+    assert statuses == [BASELINE] + [FASTER] * 3 + [OVER_LATENCY] + [FASTER] * 4
+    assert result.chosen == TuneSetup(8, True, "float32", batch_size=256)
+    # 32 examples per 1.032 ms against 256 per (0.125 + 0.128) ms: 8.0x.
+    assert result.speedup == pytest.approx((256 / 0.253e-3) / (32 / 1.032e-3))
     chosen = result.chosen_trial
     assert chosen.latency_p50_ms == pytest.approx(1.128)  # spe leaves one batch's latency
     # steps_per_execution is matched exactly against the setup it was added to; XLA and the
     # batch against the baseline, within the tolerance.
     assert chosen.output_check.same_arithmetic and chosen.output_check.tolerance == 1e-6
-    assert not result.trials[4].output_check.same_arithmetic
+    assert not result.trials[5].output_check.same_arithmetic
     assert result.trials[0].latency_p95_ms == pytest.approx(1.032)
     assert result.predict_kwargs == {"batch_size": 256}
-    assert result.compile_kwargs == {"steps_per_execution": 16, "jit_compile": True}
-    assert "batch size bounded by the 256 examples in the data" in result.notes
+    assert result.compile_kwargs == {"steps_per_execution": 8, "jit_compile": True}
     assert "predictions = model.predict(x, batch_size=256)" in result.snippet
     assert "SavedModel" in result.snippet
+
+
+def test_steps_per_execution_goes_up_to_one_execution_per_predict_call():
+    # 256 examples: the batch line ends at all of them, one batch per call: nothing to group.
+    result = search(KnownCost(launch=1e-3, per_example=1e-6), examples=256)
+
+    assert [t.label for t in result.trials][-1] == "XLA on, batch_size=256"
+    assert "batch size bounded by the 256 examples in the data" in result.notes
+    assert (
+        "steps_per_execution above 1 not tried: one predict call on the 256 examples is 1 "
+        "batch of 256"
+    ) in result.notes
+    # 160 examples at the given 32 (64 is over the latency limit): a call of 5 batches runs
+    # in one execution at 8, the last value tried.
+    result = search(KnownCost(launch=1e-3, per_example=1e-6), examples=160, limit=1.05, xla=False)
+
+    spe = [t.setup.steps_per_execution for t in result.trials if t.setup.batch_size == 32]
+    assert spe == [1, 2, 4, 8]
 
 
 def test_outputs_beyond_the_tolerance_are_rejected_even_when_faster():
@@ -158,7 +176,8 @@ def test_outputs_beyond_the_tolerance_are_rejected_even_when_faster():
     drift = lambda setup: (  # noqa: E731
         0.05 if setup.policy != "float32" else 1e-5 if setup.steps_per_execution > 1 else 0.0
     )
-    result = search(KnownCost(1e-3, 1e-6, drift), examples=64, policy=t4)
+    # 128 examples, batch 64 (128 is over the latency limit): a call of 2 batches to group.
+    result = search(KnownCost(1e-3, 1e-6, drift), examples=128, limit=1.1, policy=t4)
 
     by_label = {t.label: t for t in result.trials}
     spe = by_label["steps_per_execution=2, XLA on, batch_size=64"]
@@ -174,10 +193,11 @@ def test_outputs_beyond_the_tolerance_are_rejected_even_when_faster():
 
 def test_steps_per_execution_alone_must_keep_the_outputs_exactly():
     drift = lambda setup: 1e-5 if setup.steps_per_execution > 1 else 0.0  # noqa: E731
-    result = search(KnownCost(1e-3, 1e-6, drift), examples=32, xla=False)
+    # 64 examples at the given 32 (64 is over the latency limit): a call of 2 batches.
+    result = search(KnownCost(1e-3, 1e-6, drift), examples=64, limit=1.05, xla=False)
 
-    spe = result.trials[1]
-    assert spe.label == "steps_per_execution=2"  # 32 examples: no larger batch to try
+    spe = result.trials[2]
+    assert spe.label == "steps_per_execution=2"
     assert spe.output_check.same_arithmetic and spe.output_check.tolerance == 1e-6
     assert spe.status == OUTPUTS_DIFFER and not result.improved
 

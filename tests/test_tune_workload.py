@@ -73,8 +73,8 @@ def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, c
         ["tune", f"{workload_file}:as_dict", "--budget", "2", "--steps", "8", "--json", str(out)]
     )
 
-    printed = capsys.readouterr().out
-    assert status == 0
+    printed, said = capsys.readouterr()
+    assert status == 0, said
     assert printed.splitlines()[0].startswith("setting")
     assert "as given: steps_per_execution=1" in printed and "chosen:" in printed
     assert json.loads(out.read_text())["baseline"]["batch_size"] == 8
@@ -108,8 +108,9 @@ def test_a_workload_may_give_the_strategy_to_tune_under(workload_file, tmp_path,
     pytest.importorskip("tensorflow")
     out = tmp_path / "tune.json"
     arguments = ["--budget", "2", "--steps", "8", "--json", str(out)]
-    assert main(["tune", f"{workload_file}:under_strategy", *arguments]) == 0
-    printed = capsys.readouterr().out
+    status = main(["tune", f"{workload_file}:under_strategy", *arguments])
+    printed, said = capsys.readouterr()
+    assert status == 0, said
     assert "strategy: OneDeviceStrategy over 1 replica: global batch 8 (8 per replica)" in printed
     assert json.loads(out.read_text())["distribution"]["replicas"] == 1
 

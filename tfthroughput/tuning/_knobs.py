@@ -294,14 +294,26 @@ def xla_knob(search: Search) -> None:
 
 
 def inference_steps_per_execution_line(search: Search) -> None:
-    """``steps_per_execution`` doubled from twice the model's own, at most half the timed
-    run's batches."""
-    current = search.best[0]
-    batches = search.workload.timed_batches(search, current)
-    bound = min(search.settings.max_steps_per_execution, max(1, batches // 2))
+    """``steps_per_execution`` doubled from twice the model's own, up to the smallest power of
+    two that runs one ``predict`` call on the arrays in one execution (a call of 5 batches: 8):
+    the user's call is what it groups, and a value past that call's batches changes nothing
+    in it. For a dataset of unknown size, up to half the batches of the search's timed run."""
+    current, given = search.best[0], search.base_setup.steps_per_execution
+    examples, size = search.workload.data.examples, current.batch_size
+    if examples is None or size is None:
+        bound = max(1, search.workload.timed_batches(search, current) // 2)
+    else:
+        batches = -(-examples // size)
+        bound = 1 << (batches - 1).bit_length()
+        if bound < given * 2:
+            search.notes.append(
+                f"steps_per_execution above {given} not tried: one predict call on the "
+                f"{examples} examples is {batches} batch{'es' if batches > 1 else ''} of {size}"
+            )
+            return
     double_along(
-        search.base_setup.steps_per_execution * 2,
-        bound,
+        given * 2,
+        min(search.settings.max_steps_per_execution, bound),
         lambda value: search.try_setup(current.with_(steps_per_execution=value)),
         lambda trial: trial.status in _ENDS_AN_INFERENCE_LINE,
         line_best=search.best[1].ratio if search.best[1] else 1.0,
