@@ -79,8 +79,9 @@ def charge_calls(model, clock: FakeClock, *, launch: float, per_step: float, kin
     Args:
         model: A Keras model.
         clock: The clock charged, the one given to the code under test.
-        launch: Seconds per call.
-        per_step: Seconds per step of a call.
+        launch: Seconds per call, or a function of the model giving them when it is called
+            (a cost that depends on its setup, e.g. ``model.jit_compile``).
+        per_step: Seconds per step of a call, or a function of the model, as ``launch``.
         kind: ``"train"`` or ``"predict"``.
 
     Returns:
@@ -96,7 +97,8 @@ def charge_calls(model, clock: FakeClock, *, launch: float, per_step: float, kin
             return inner
 
         def charged(*args, **kwargs):
-            clock.advance(launch + per_step * int(model.steps_per_execution))
+            cost = lambda value: value(model) if callable(value) else value  # noqa: E731
+            clock.advance(cost(launch) + cost(per_step) * int(model.steps_per_execution))
             return inner(*args, **kwargs)
 
         charged.charged = True

@@ -96,6 +96,34 @@ def test_launch_bound_tiny_model_gets_more_steps_per_execution_with_the_same_los
     assert "steps_per_execution=8" in str(result)
 
 
+@pytest.mark.tensorflow  # under JAX, which always compiles, XLA is not a knob
+def test_xla_flipped_is_tried_around_the_first_lines_best_not_from_one():
+    clock = CostClock()
+    # XLA off as compiled; on, a step costs 0.6 ms instead of 0.5: slower at every value.
+    per_step = lambda model: 0.0006 if model.jit_compile else 0.0005  # noqa: E731
+    build = lambda: charge_calls(tiny_mlp(), clock, launch=0.004, per_step=per_step)  # noqa: E731
+    result = tune(
+        build,
+        arrays(),
+        batch_size=8,
+        pipeline=False,
+        max_steps_per_execution=8,
+        clock=clock,
+        **QUICK,
+    )
+
+    # At the first line's best (8), then halved: 144/35.2 ms and 144/51.2 ms, two values in a row
+    # without a gain over 4.5x end it, where a line from 1 would have timed four values.
+    assert [(t.label, round(t.ratio, 2)) for t in result.trials[1:]] == [
+        ("steps_per_execution=2", 1.8),
+        ("steps_per_execution=4", 3.0),
+        ("steps_per_execution=8", 4.5),
+        ("steps_per_execution=8, XLA on", 4.09),
+        ("steps_per_execution=4, XLA on", 2.81),
+    ]
+    assert result.chosen == TuneSetup(8, False, "float32", batch_size=8)
+
+
 @pytest.mark.tensorflow
 def test_input_bound_pipeline_gets_the_rebuilt_pipeline():
     import tensorflow as tf

@@ -20,7 +20,7 @@ import keras
 
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._knobs import LATENCY_SAMPLES, inference_knobs
+from tfthroughput.tuning._inference_knobs import LATENCY_SAMPLES, inference_knobs
 from tfthroughput.tuning._measure import MIN_NOISE
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY

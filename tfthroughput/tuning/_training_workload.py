@@ -20,9 +20,9 @@ from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._knobs import training_knobs
 from tfthroughput.tuning._status import PROBE, REJECTED
 from tfthroughput.tuning._training_data import TrainingData
+from tfthroughput.tuning._training_knobs import training_knobs
 from tfthroughput.tuning._trial_verdict import measured, speed_status
 from tfthroughput.tuning._whole_epochs import confirm_by_epochs
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
