@@ -225,6 +225,41 @@ def test_a_baseline_over_the_latency_limit_gets_no_larger_batch():
     assert any("already exceeds the limit (0.5 ms)" in note for note in result.notes)
 
 
+class ScatteredRuns(KnownCost):
+    """Known costs, but a setup with ``steps_per_execution`` > 1 takes 0.8, 1.0 and 1.25 times
+    its time in turn, run after run: its median is its cost, its rounds scatter by a half."""
+
+    def runner(self, setup, build_model, data, *, steps, warmup_steps, seed, clock):
+        return ScatteredRunner(self, setup, data, steps)
+
+
+class ScatteredRunner(FakePredictRunner):
+    _FACTORS = (0.8, 1.0, 1.25)
+
+    def run(self):
+        seconds = super().run()
+        if self.setup.steps_per_execution == 1:
+            return seconds
+        self._runs = getattr(self, "_runs", -1) + 1
+        return seconds * self._FACTORS[self._runs % len(self._FACTORS)]
+
+
+def test_a_higher_ratio_within_the_noise_does_not_carry_a_line_on():
+    # 0.1 ms a call, 10 us an example, batch 32 (64 is over the 0.5 ms limit): 2 and 4 steps
+    # per call are 1.14x and 1.22x, but their rounds scatter by half: within the noise.
+    result = search(ScatteredRuns(1e-4, 1e-5), examples=1024, limit=0.5, xla=False)
+
+    line = [t for t in result.trials if t.setup.steps_per_execution > 1]
+    assert [(t.setup.steps_per_execution, t.status) for t in line] == [
+        (2, NOT_FASTER),
+        (4, NOT_FASTER),  # the second value in a row without a gain: the line ends
+    ]
+    # By ratios alone 4 beat 2 by more than 3 %, and the line would have gone on to 32.
+    assert line[1].ratio > 1.03 * line[0].ratio
+    assert line[0].ratio == pytest.approx((0.42 / 0.37), rel=1e-6)
+    assert not result.improved
+
+
 def test_when_nothing_helps_the_baseline_is_kept_and_the_result_says_so():
     # No launch cost: every batch size, XLA... costs the same per example (XLA halves it, so
     # it is switched off here), and steps_per_execution saves nothing.

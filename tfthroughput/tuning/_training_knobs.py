@@ -19,10 +19,10 @@ from tfthroughput.tuning._arguments import ARRAYS, BATCHED, PY_DATASET
 from tfthroughput.tuning._engine import Search
 from tfthroughput.tuning._epoch import divides
 from tfthroughput.tuning._knobs import (
-    LINE_GAIN,
     Knob,
     double_along,
     doublings,
+    gains,
     halvings,
     policy_knob,
     walk_along,
@@ -158,9 +158,9 @@ def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
     trial = try_at(value)
     if trial is None or trial.status == FAILED:
         return
-    before = best.ratio if best else 1.0
-    missed = int(trial.ratio <= before * (1.0 + LINE_GAIN))  # the first of each row
-    line_best = max(trial.ratio, before)
+    line_best = best.ratio if best else 1.0
+    missed = 0 if gains(trial, line_best) else 1  # the first value of each row
+    line_best = trial.ratio if not missed else line_best
     ends = lambda trial: trial.status == FAILED  # noqa: E731
     up = doublings(value * 2, _training_spe_bound(search))
     line_best = walk_along(up, try_at, ends, line_best=line_best, misses=missed)
