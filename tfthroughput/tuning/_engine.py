@@ -178,6 +178,11 @@ class Search:
         self.best_reference: Any = None
         self.baseline_speeds: list[float] = []
 
+    @property
+    def best_ratio(self) -> float:
+        """The best setup's median ratio to the baseline (1.0 while the baseline is the best)."""
+        return 1.0 if self.best[1] is None else self.best[1].ratio
+
     def run(self) -> Any:
         """Measure the baseline, try the knobs, confirm the best; the workload's result."""
         self._measure_baseline()
@@ -233,9 +238,8 @@ class Search:
         self.trials.append(trial)
         # Each trial was measured against the baseline in its own rounds, so drift between
         # trials cancels and the median ratios compare.
-        best_ratio = 1.0 if self.best[1] is None else self.best[1].ratio
         margin = 1.0 + self.workload.best_margin
-        if trial.status == FASTER and comparison.ratio > best_ratio * margin:
+        if trial.status == FASTER and comparison.ratio > self.best_ratio * margin:
             self.best, self.best_reference = (setup, comparison), reference
         return trial
 

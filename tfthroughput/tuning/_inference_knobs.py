@@ -93,5 +93,5 @@ def inference_steps_per_execution_line(search: Search) -> None:
         min(search.settings.max_steps_per_execution, bound),
         lambda value: search.try_setup(current.with_(steps_per_execution=value)),
         lambda trial: trial.status in _ENDS_AN_INFERENCE_LINE,
-        line_best=search.best[1].ratio if search.best[1] else 1.0,
+        line_best=search.best_ratio,
     )

@@ -132,13 +132,13 @@ def training_policy_knob(search: Search) -> None:
 
 
 def _training_steps_per_execution_line(search: Search, jit: bool, start: int) -> None:
-    current, best = search.best
+    current = search.best[0]
     double_along(
         start,
         _training_spe_bound(search),
         _training_spe_trial(search, current, jit),
         lambda trial: trial.status == FAILED,
-        line_best=best.ratio if jit == current.jit_compile and best else 1.0,
+        line_best=search.best_ratio if jit == current.jit_compile else 1.0,
     )
 
 
@@ -153,12 +153,12 @@ def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
     of the search's time below it: on ``benchmarks/tune.py``'s input-bound workload the flipped
     line from 1 took 7 trials (about 21 s of 51 s), all below the first line's best.
     """
-    current, best = search.best
+    current = search.best[0]
     value, try_at = current.steps_per_execution, _training_spe_trial(search, current, jit)
+    line_best = search.best_ratio
     trial = try_at(value)
     if trial is None or trial.status == FAILED:
         return
-    line_best = best.ratio if best else 1.0
     missed = 0 if gains(trial, line_best) else 1  # the first value of each row
     line_best = trial.ratio if not missed else line_best
     ends = lambda trial: trial.status == FAILED  # noqa: E731
