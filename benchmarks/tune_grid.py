@@ -14,11 +14,13 @@ included), median ratio. The grid:
 
 The grid's best of many noisy ratios is biased upwards (the highest of 12-96 draws), so the
 grid's ``--leaders`` best setups and tune's pick are then timed again, all in the same
-``--retime-rounds`` rounds against one baseline, their order rotated; pick/best compares those
-figures; a second copy of the first leader runs in the same rounds, and its ratio over the
-leader's is how far one setup's re-timing moves (the resolution of a "within 5 %" verdict). The
-grid checks neither the loss nor the outputs (tune does; a grid point it rejected for that can
-be the grid's best). One line per workload: the pick's ratio over the best re-timed, the copy's,
+``--retime-rounds`` rounds against one baseline, their order rotated. The best is the highest
+ratio to the baseline there; pick/best is the pick's speed over the best's, round by round
+(both ran in each round, so the round's drift cancels), its median and range. A second copy of
+the first leader runs in the same rounds, and its speed over the leader's, round by round, is
+how far one setup moves against itself: the resolution of a "within 5 %" verdict. The grid
+checks neither the loss nor the outputs (tune does; a grid point it rejected for that can be
+the grid's best). One line per workload: the pick's ratio over the best re-timed, the copy's,
 and tune's time (its search and its confirmation apart) over the grid's first pass. The last
 line is a one-line summary. Run:
 
@@ -30,8 +32,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import statistics
 import sys
 import time
+from math import nan
 
 import keras
 
@@ -157,12 +161,13 @@ def time_grid(start, base: TuneSetup, grid: list[TuneSetup], rounds: int) -> dic
     return ratios
 
 
-def retime(start, base: TuneSetup, setups: list[TuneSetup], rounds: int) -> tuple[dict, float]:
+def retime(start, base: TuneSetup, setups: list[TuneSetup], rounds: int) -> tuple[dict, tuple]:
     """The grid's leaders and tune's pick timed again, all in the same rounds against one
-    baseline (their order rotated): setup -> median ratio, and the ratio of a second copy of
-    the first leader. The grid's best of many noisy ratios is biased upwards; timing the
-    leaders together again is what compares them, and the copy shows how far one setup's
-    re-timing moves: the resolution a "within 5 %" verdict has on this machine."""
+    baseline (their order rotated): setup -> its :class:`Comparison` with the baseline, and a
+    second copy of the first leader's (or ``None``). The grid's best of many noisy ratios is
+    biased upwards; timing the leaders together again is what compares them, and the copy
+    shows how far one setup moves against itself: the resolution a "within 5 %" verdict has
+    on this machine."""
     leader = next((setup for setup in setups[1:] if setup != base), None)
     sides = [(setup, False) for setup in dict.fromkeys(setups) if setup != base]
     sides += [(leader, True)] if leader is not None else []
@@ -178,33 +183,52 @@ def retime(start, base: TuneSetup, setups: list[TuneSetup], rounds: int) -> tupl
         for runner in [baseline, *(runner for *_, runner in runners)]:
             runner.close()
         keras.backend.clear_session()
-    again, copy = {base: 1.0}, float("nan")
+    again, copy = {}, None
     for (setup, is_copy, _), comparison in zip(runners, found, strict=True):
         if is_copy:
-            copy = comparison.ratio
+            copy = comparison
         else:
-            again[setup] = comparison.ratio
-    return again, copy / again.get(leader, float("nan"))
+            again[setup] = comparison
+    return again, (again.get(leader), copy)
 
 
-def report(name, result, tune_seconds: float, grid: dict, again: dict, copy: float, seconds: float):
-    """One line: tune's pick and the grid's best as re-timed together, the leader's copy
-    against it, and the costs: tune's search and confirmation apart, and the grid's."""
+def round_by_round(one, other) -> tuple[float, float, float]:
+    """``one``'s speed over ``other``'s, each round's pair timed in the same round: the
+    median, lowest and highest. A ratio of two ratios to the baseline would carry the
+    baseline's runs twice; the pair's own rounds carry only the two setups' scatter. ``None``
+    stands for the baseline: its speeds are the comparison's baseline speeds."""
+    sides = [s for s in (one, other) if s is not None]
+    if not sides:
+        return 1.0, 1.0, 1.0
+    base = sides[0].baseline_speeds
+    ones = one.speeds if one is not None else base
+    others = other.speeds if other is not None else base
+    ratios = [a / b for a, b in zip(ones, others, strict=True)]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def report(name, result, tune_seconds: float, grid: dict, again: dict, pair: tuple, seconds):
+    """One line: tune's pick against the grid's best as re-timed together (round by round),
+    the leader's copy against the leader, and the costs: tune's search and confirmation
+    apart, and the grid's."""
     timed = {s: r for s, r in grid.items() if r is not None}
     first_best = max(timed, key=timed.get)
-    best = max(again, key=again.get)
-    pick = again.get(result.chosen, float("nan"))
-    quality = pick / again[best]
+    ratio = lambda setup: again[setup].ratio if setup in again else 1.0  # noqa: E731
+    best = max([result.baseline, *again], key=ratio)
+    quality, low, high = round_by_round(again.get(result.chosen), again.get(best))
+    copy, copy_low, copy_high = round_by_round(pair[1], pair[0]) if pair[1] else (nan,) * 3
     confirmation = result.confirmation.seconds if result.confirmation else 0.0
     changes = lambda setup: setup.changes_from(result.baseline) or "the baseline"  # noqa: E731
     print(
-        f"{name}: tune's pick ({changes(result.chosen)}) {pick:.2f}x re-timed (tune said "
-        f"{result.speedup:.2f}x); the best re-timed ({changes(best)}) {again[best]:.2f}x; the "
-        f"grid's first pass: {changes(first_best)} {timed[first_best]:.2f}x of {len(timed)} "
-        f"setups: pick/best {quality:.2f}; the first leader's copy / the leader {copy:.2f}; "
-        f"tune {tune_seconds:.0f} s (search {result.seconds:.0f} s, confirmation "
-        f"{confirmation:.0f} s), grid {seconds:.0f} s ({tune_seconds / seconds:.2f} of it, "
-        f"confirmation alone {confirmation / seconds:.2f}); load {os.getloadavg()[0]:.1f}",
+        f"{name}: tune's pick ({changes(result.chosen)}) {ratio(result.chosen):.2f}x re-timed "
+        f"(tune said {result.speedup:.2f}x); the best re-timed ({changes(best)}) "
+        f"{ratio(best):.2f}x; the grid's first pass: {changes(first_best)} "
+        f"{timed[first_best]:.2f}x of {len(timed)} setups: pick/best {quality:.2f} "
+        f"[{low:.2f}-{high:.2f}] round by round; the first leader's copy / the leader "
+        f"{copy:.2f} [{copy_low:.2f}-{copy_high:.2f}]; tune {tune_seconds:.0f} s (search "
+        f"{result.seconds:.0f} s, confirmation {confirmation:.0f} s), grid {seconds:.0f} s "
+        f"({tune_seconds / seconds:.2f} of it, confirmation alone "
+        f"{confirmation / seconds:.2f}); load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return quality
@@ -218,8 +242,8 @@ def grid_and_retime(args, start, base: TuneSetup, grid: list[TuneSetup], chosen:
     ratios = time_grid(start, base, grid, args.rounds)
     seconds = time.perf_counter() - began
     ranked = sorted((s for s, r in ratios.items() if r is not None), key=ratios.get, reverse=True)
-    again, copy = retime(start, base, [chosen, *ranked[: args.leaders]], args.retime_rounds)
-    return ratios, again, copy, seconds
+    again, pair = retime(start, base, [chosen, *ranked[: args.leaders]], args.retime_rounds)
+    return ratios, again, pair, seconds
 
 
 def run_training(args, qualities: dict) -> None:
@@ -270,7 +294,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=90.0, help="tune's time budget, s")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds per grid point")
     parser.add_argument("--leaders", type=int, default=3, help="grid setups re-timed with tune's")
-    parser.add_argument("--retime-rounds", type=int, default=5, help="rounds of the re-timing")
+    parser.add_argument("--retime-rounds", type=int, default=7, help="rounds of the re-timing")
     parser.add_argument("--max-spe", type=int, default=128, help="largest steps_per_execution")
     parser.add_argument("--mode", choices=("training", "inference", "both"), default="both")
     parser.add_argument("--only", default=None, help="run the workloads whose name has this")

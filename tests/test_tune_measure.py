@@ -141,5 +141,8 @@ def test_compare_together_rotates_the_order_and_judges_each_against_the_same_bas
     assert log == ["base", "fast", "same", "fast", "same", "base", "same", "base", "fast"]
     assert (fast_found.ratio, fast_found.rounds_won, same_found.ratio) == (2.0, 3, 1.0)
     assert fast_found.baseline_speeds == same_found.baseline_speeds == (100.0, 50.0, 100.0)
+    # Each candidate's own speeds, round by round, so two candidates compare per round too.
+    assert fast_found.speeds == (200.0, 100.0, 200.0)
+    assert same_found.speeds == (100.0, 50.0, 100.0)
     assert fast_found.noise == pytest.approx(0.5 + 0.5)  # both sides spread by 50 %
     assert not same_found.faster

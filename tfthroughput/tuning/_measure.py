@@ -45,6 +45,11 @@ class Comparison:
             rounds (their sum, at least ``MIN_NOISE``).
         gpu_utilization: Mean GPU-Util (%) over the candidate's runs, where a GPU is sampled.
         sm_activity: Mean SM activity (%) over the candidate's runs, where measured.
+        baseline_speeds: The baseline's examples/s, round by round.
+        speeds: The candidate's examples/s, round by round (two candidates timed in the same
+            rounds compare round by round, so the rounds' drift cancels between them too).
+        rounds_won: Rounds in which the candidate beat the baseline.
+        rounds: Rounds timed.
     """
 
     examples_per_second: float
@@ -56,6 +61,7 @@ class Comparison:
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     baseline_speeds: tuple[float, ...] = ()
+    speeds: tuple[float, ...] = ()
     rounds_won: int = 0
     rounds: int = 0
 
@@ -178,6 +184,7 @@ def _comparison(base_speeds: list[float], speeds: list[float], gpu: GPUWindows) 
         gpu_utilization=gpu.mean(_GPU_UTIL),
         sm_activity=gpu.mean(_SM_ACTIVITY),
         baseline_speeds=tuple(base_speeds),
+        speeds=tuple(speeds),
         rounds_won=sum(ratio > 1.0 for ratio in ratios),
         rounds=len(ratios),
     )
