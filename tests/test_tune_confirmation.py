@@ -34,6 +34,9 @@ class Fake:
         runs = list(self._seconds[setup])
 
         class Runner:
+            def rewarm(_):
+                pass
+
             def run(_):
                 return runs.pop(0) if len(runs) > 1 else runs[0]
 
@@ -177,6 +180,9 @@ def test_a_contender_failing_in_its_rounds_is_dropped_and_the_other_still_judged
             return fake.start(setup)
 
         class Runner:  # two good runs, then out of memory
+            def rewarm(_):
+                pass
+
             def run(_):
                 try:
                     return next(failing)

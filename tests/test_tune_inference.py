@@ -54,6 +54,9 @@ class FakePredictRunner:
         self.latencies, self.notes = [], []
         self.warmup_seconds, self.memory_mib, self.outputs = 0.5, None, None
 
+    def rewarm(self):
+        pass
+
     def start(self, *, user_model_errors=False):
         if self.setup is None:
             self.setup = TuneSetup(1, False, "float32", batch_size=self._data.batch_size)

@@ -19,6 +19,10 @@ class FakeRunner:
     def __init__(self, name, seconds, log, steps=10, examples_per_step=10):
         self.name, self._seconds, self._log = name, list(seconds), log
         self.steps, self.examples_per_step = steps, examples_per_step
+        self.rewarmed_after_runs: list[int] = []  # runs logged (by any side) at each rewarm
+
+    def rewarm(self):
+        self.rewarmed_after_runs.append(len(self._log))
 
     def run(self):
         self._log.append(self.name)
@@ -139,6 +143,8 @@ def test_compare_together_rotates_the_order_and_judges_each_against_the_same_bas
     fast_found, same_found = compare_together(base, [fast, same], rounds=3)
 
     assert log == ["base", "fast", "same", "fast", "same", "base", "same", "base", "fast"]
+    # Every side ran once, untimed, before the first timed run of any.
+    assert base.rewarmed_after_runs == fast.rewarmed_after_runs == same.rewarmed_after_runs == [0]
     assert (fast_found.ratio, fast_found.rounds_won, same_found.ratio) == (2.0, 3, 1.0)
     assert fast_found.baseline_speeds == same_found.baseline_speeds == (100.0, 50.0, 100.0)
     # Each candidate's own speeds, round by round, so two candidates compare per round too.

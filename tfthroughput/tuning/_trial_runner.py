@@ -89,6 +89,10 @@ class TrialRunner:
         """Seconds of one timed run of ``steps`` steps."""
         raise NotImplementedError
 
+    def rewarm(self) -> None:
+        """One short untimed run before a comparison's rounds, where the mode needs it (see
+        :meth:`FitRunner.rewarm <tfthroughput.tuning._fit_runner.FitRunner.rewarm>`)."""
+
     def close(self) -> None:
         """Drop the model and collect it, so the next trial has its memory."""
         self.model = None

@@ -181,6 +181,13 @@ class _Contender:
             self.failure = error
             raise
 
+    def rewarm(self) -> None:
+        try:
+            self.runner.rewarm()
+        except TrialFailed as error:
+            self.failure = error
+            raise
+
 
 def _measure_together(
     start: Callable[[TuneSetup], Any], base: Any, setups: list[TuneSetup], rounds: int
@@ -280,6 +287,9 @@ class WholeRuns:
 
     def run(self) -> float:
         return self._run()
+
+    def rewarm(self) -> None:
+        self._runner.rewarm()
 
     def close(self) -> None:
         self._runner.close()
