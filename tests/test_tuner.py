@@ -242,29 +242,38 @@ def test_a_pipeline_the_probe_let_pass_joins_the_best_and_the_line_runs_on_from_
     assert 420 < last.ratio < 480, str(result)
 
 
-def test_a_rewarm_is_one_untimed_execution_of_the_trials_model():
+def test_a_rewarm_is_one_untimed_execution_where_another_model_started_since_the_last_run():
     from tfthroughput.tuning._fit_runner import FitRunner
 
     clock = CostClock()
     x, y = arrays(256)
-    runner = FitRunner(
-        TuneSetup(4, False, "float32", batch_size=8),
-        charged_mlp(clock, launch=0.004, per_step=0.0005),
-        {"x": x, "y": y, "batch_size": 8, "shuffle": False},
-        steps=16,
-        examples_per_step=8,
-        seed=0,
-        clock=clock,
-    )
-    runner.start()
-    before, iterations = clock(), int(runner.model.optimizer.iterations)
 
-    runner.rewarm()
+    def started(spe):
+        runner = FitRunner(
+            TuneSetup(spe, False, "float32", batch_size=8),
+            charged_mlp(clock, launch=0.004, per_step=0.0005),
+            {"x": x, "y": y, "batch_size": 8, "shuffle": False},
+            steps=16,
+            examples_per_step=8,
+            seed=0,
+            clock=clock,
+        )
+        runner.start()
+        return runner
 
-    # One call of 4 steps: 4 ms + 4 x 0.5 ms on the clock, 4 optimizer steps.
-    assert clock() - before == pytest.approx(0.006)
-    assert int(runner.model.optimizer.iterations) - iterations == 4
-    runner.close()
+    def rewarm_cost(runner):
+        before, iterations = clock(), int(runner.model.optimizer.iterations)
+        runner.rewarm()
+        return clock() - before, int(runner.model.optimizer.iterations) - iterations
+
+    first = started(4)
+    assert rewarm_cost(first) == (0.0, 0)  # nothing started since its warm-up
+    second = started(2)
+    # One call of 4 steps: 4 ms + 4 x 0.5 ms on the clock, 4 optimizer steps; then warm again.
+    assert rewarm_cost(first) == (pytest.approx(0.006), 4)
+    assert rewarm_cost(first) == (0.0, 0)
+    assert rewarm_cost(second) == (0.0, 0)  # the last started
+    first.close(), second.close()
 
 
 def test_a_setup_keeps_the_baselines_arithmetic_unless_xla_policy_batch_or_augmentation_change():

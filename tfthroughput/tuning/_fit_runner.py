@@ -98,6 +98,7 @@ class FitRunner(TrialRunner):
         self._warm_data = warm_data
         self._callbacks = tuple(callbacks)
         self.warmup_loss = math.nan
+        self._last_ran_at_start = 0  # TrialRunner.starts when this model last ran
 
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
@@ -110,8 +111,10 @@ class FitRunner(TrialRunner):
         91-124 ms against 31-39 ms after, and the baseline 235-278 ms against 191-208, while
         the last one started did not; one execution first removes it (36 ms, 198 ms). Without
         it, every trial's first round carried it on the baseline's side (its spread, so the
-        trial's noise) and the confirmation's on the search's pick, timed first."""
-        self._fit(int(self.model.steps_per_execution or 1))
+        trial's noise) and the confirmation's on the search's pick, timed first. Nothing runs
+        where no model was started since this one last ran (a trial's new candidate)."""
+        if self._last_ran_at_start != TrialRunner.starts:
+            self._fit(int(self.model.steps_per_execution or 1))
 
     def set_steps(self, steps: int, feed: dict[str, Any]) -> None:
         """Make later timed runs ``steps`` steps long, fed from ``feed`` (longer runs need
@@ -143,4 +146,5 @@ class FitRunner(TrialRunner):
             raise TrialFailed(f"the loss is {loss} after {steps} steps")
         if len(timer.seconds) != 1:
             raise TrialFailed("fit stopped before the end of the epoch (stop_training was set)")
+        self._last_ran_at_start = TrialRunner.starts
         return timer.seconds[0], loss

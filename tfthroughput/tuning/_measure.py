@@ -1,9 +1,9 @@
 """Measure a candidate against the baseline in alternated rounds, so machine drift cancels.
 
 Each round times one run of the baseline and one of the candidate, back to back, in
-alternating order (baseline first in even rounds, candidate first in odd ones), after one short
-untimed run of each (a model warmed up before another was built runs its next work slower,
-once: ``FitRunner.rewarm``). The ratio of
+alternating order (baseline first in even rounds, candidate first in odd ones), after a short
+untimed run of each side that last ran before another model was built (it runs its next work
+slower, once: ``FitRunner.rewarm``). The ratio of
 each round is the candidate's examples/s over the baseline's in that round; the result is the
 median ratio and its spread. The noise counts both sides: the baseline's own spread over the
 rounds, ``(max - min) / median`` of its examples/s, plus the candidate's, at least
@@ -158,7 +158,7 @@ def _timed_rounds(
 ) -> tuple[list[float], list[list[float]]]:
     """Examples/s of the baseline's runs and of each candidate's, round by round."""
     sides = [baseline, *candidates]
-    for runner in sides:  # a side started before the others runs its next work slower, once
+    for runner in sides:  # a side that ran before another's start runs its next work slower, once
         runner.rewarm()
     speeds: list[list[float]] = [[] for _ in sides]
     for index in range(rounds):

@@ -49,6 +49,9 @@ class TrialRunner:
     # Whether ``memory_mib`` falls back to the process's peak RSS added by the start where the
     # backend tells no device peak (``TuneTrial.memory_mib``), or stays ``None``.
     host_memory: bool
+    # Starts so far in this process: a model that last ran before a later start runs its next
+    # work slower, once (``FitRunner.rewarm``).
+    starts = 0
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class TrialRunner:
 
         With ``user_model_errors``, a builder that returns no (compiled) model raises its own
         ``TypeError``/``ValueError`` (the baseline: the user must fix the builder)."""
+        TrialRunner.starts += 1
         with self._measured_memory():
             start = self._clock()
             with trial_failures(self.loop, USER_MODEL_ERRORS if user_model_errors else ()):
@@ -90,7 +94,8 @@ class TrialRunner:
         raise NotImplementedError
 
     def rewarm(self) -> None:
-        """One short untimed run before a comparison's rounds, where the mode needs it (see
+        """One short untimed run before a comparison's rounds, where the mode needs it and
+        another model was started since this one last ran (see
         :meth:`FitRunner.rewarm <tfthroughput.tuning._fit_runner.FitRunner.rewarm>`)."""
 
     def close(self) -> None:
