@@ -98,3 +98,15 @@ def test_fit_locals_reads_what_fit_bound_and_nothing_outside_fit():
     assert seen["batch_size"] == 8 and seen["x"].shape == (32, 3)
     assert seen["epoch_iterator"].data_adapter.batch_size == 8
     assert fit_locals("x") == {}
+
+
+def test_a_stack_link_that_is_not_a_frame_is_no_proof_the_fit_is_over(monkeypatch):
+    # Another thread's stack is read while it runs on; a link read mid-change was once a
+    # SymbolicTensor, and the AttributeError stopped the sampler. Now the call counts as still
+    # running (the sampler's next sample reads the stack again).
+    import sys
+
+    call = FitCall(threading.get_ident(), test_outside_fit_there_is_none.__code__, 0, None)
+    monkeypatch.setattr(sys, "_current_frames", lambda: {call.thread_id: object()})
+
+    assert call.is_running()

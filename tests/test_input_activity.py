@@ -40,3 +40,9 @@ def test_the_reading_thread_itself_does_not_count():
     readings = []
     tf.py_function(lambda: readings.append(InputActivitySource().read()) or 0, [], tf.int64)
     assert readings == [{"python_percent": 0.0}]
+
+
+def test_a_stack_link_that_is_not_a_frame_reads_as_not_busy():
+    from tfthroughput.monitor.input_activity import _inside_script_ops
+
+    assert _inside_script_ops(object()) is False

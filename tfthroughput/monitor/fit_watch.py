@@ -47,6 +47,11 @@ class FitCall:
             return False  # made for this call and already freed: the call is over
         frame: FrameType | None = sys._current_frames().get(self.thread_id)
         while frame is not None:
+            if not isinstance(frame, FrameType):
+                # The stack is read while its thread runs on, and a caller link read that way
+                # was once not a frame (a SymbolicTensor, during a fit): its AttributeError
+                # stopped the sampler. No proof the call is over: the next sample reads again.
+                return True
             if frame.f_code is self.code and id(frame) == self.frame_id:
                 return True
             frame = frame.f_back

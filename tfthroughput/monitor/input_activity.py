@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from types import FrameType
 
 SOURCE_NAME = "input"
 METRIC_NAME = "python_percent"
@@ -54,7 +55,7 @@ class InputActivitySource:
 
 def _inside_script_ops(frame) -> bool:
     for _ in range(_MAX_DEPTH):
-        if frame is None:
+        if not isinstance(frame, FrameType):  # a link read mid-change: see FitCall.is_running
             return False
         if frame.f_code.co_filename.endswith(_SCRIPT_OPS):
             return True
