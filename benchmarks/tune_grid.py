@@ -207,7 +207,7 @@ def round_by_round(one, other) -> tuple[float, float, float]:
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
-def report(name, result, tune_seconds: float, grid: dict, again: dict, pair: tuple, seconds):
+def report(name, result, tune_seconds: float, grid: dict, again: dict, pair: tuple, seconds: float):
     """One line: tune's pick against the grid's best as re-timed together (round by round),
     the leader's copy against the leader, and the costs: tune's search and confirmation
     apart, and the grid's."""

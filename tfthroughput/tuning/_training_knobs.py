@@ -173,7 +173,8 @@ def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
     if trial is None or trial.status == FAILED:
         return
     missed = 0 if gains(trial, line_best) else 1  # the first value of each row
-    line_best = trial.ratio if not missed else line_best
+    if not missed:
+        line_best = trial.ratio
     ends = lambda trial: trial.status == FAILED  # noqa: E731
     up = doublings(value * 2, _training_spe_bound(search))
     line_best = walk_along(up, try_at, ends, line_best=line_best, misses=missed)

@@ -175,15 +175,14 @@ class _Contender:
         self.steps, self.examples_per_step = runner.steps, runner.examples_per_step
 
     def run(self) -> float:
-        try:
-            return self.runner.run()
-        except TrialFailed as error:
-            self.failure = error
-            raise
+        return self._remembering(self.runner.run)
 
     def rewarm(self) -> None:
+        self._remembering(self.runner.rewarm)
+
+    def _remembering(self, work: Callable[[], Any]) -> Any:
         try:
-            self.runner.rewarm()
+            return work()
         except TrialFailed as error:
             self.failure = error
             raise
