@@ -169,6 +169,7 @@ def test_input_bound_pipeline_gets_the_rebuilt_pipeline():
     assert chosen.loss_check.same_arithmetic
     (probe,) = [t for t in result.trials if t.status == "probe"]
     assert 3.0 < probe.ratio < 8.0, str(result)
+    assert probe.memory_mib is None  # the baseline's model: no memory of its own
     assert "tfthroughput.build_pipeline(data, batch_size=None, cache=True" in result.snippet
 
 
@@ -274,6 +275,43 @@ def test_a_rewarm_is_one_untimed_execution_where_another_model_started_since_the
     assert rewarm_cost(first) == (0.0, 0)
     assert rewarm_cost(second) == (0.0, 0)  # the last started
     first.close(), second.close()
+
+
+def test_the_probe_times_the_baselines_own_model_on_its_feed_and_builds_nothing():
+    from tfthroughput.tuning._fit_runner import FitRunner
+    from tfthroughput.tuning._trial_runner import TrialRunner
+
+    clock, builds = CostClock(), []
+    x, y = arrays(256)
+
+    def build():
+        builds.append(1)
+        return charge_calls(tiny_mlp(), clock, launch=0.004, per_step=0.0005)
+
+    base = FitRunner(
+        None,
+        build,
+        {"x": x, "y": y, "batch_size": 8, "shuffle": False},
+        steps=16,
+        examples_per_step=8,
+        seed=0,
+        clock=clock,
+        batch_size=8,
+    )
+    base.start()
+    starts = TrialRunner.starts
+    probe = base.fed_otherwise({"x": x[:64], "y": y[:64], "batch_size": 8}, steps=8)
+    probe.start()
+
+    assert len(builds) == 1 and probe.model is base.model
+    assert TrialRunner.starts == starts  # so the baseline needs no rewarm after it
+    assert (probe.memory_mib, probe.warmup_seconds) == (None, pytest.approx(8 * 0.0045))
+    assert probe.run() == pytest.approx(8 * 0.0045)  # 8 calls of one step: 4 + 0.5 ms each
+    before = clock()
+    base.rewarm()
+    assert clock() == before
+    probe.close()
+    assert base.run() == pytest.approx(16 * 0.0045)  # the model stays the baseline's
 
 
 def test_a_setup_keeps_the_baselines_arithmetic_unless_xla_policy_batch_or_augmentation_change():

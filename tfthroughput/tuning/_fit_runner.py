@@ -116,6 +116,12 @@ class FitRunner(TrialRunner):
         if self._last_ran_at_start != TrialRunner.starts:
             self._fit(int(self.model.steps_per_execution or 1))
 
+    def fed_otherwise(self, feed: dict[str, Any], *, steps: int) -> FitRunner:
+        """A runner of this started runner's own model fed by ``feed`` (the compute-only
+        probe: one batch from memory), ``steps`` steps per timed run; its start runs one
+        untimed run of them and builds nothing."""
+        return _SameModel(self, feed, steps=steps)
+
     def set_steps(self, steps: int, feed: dict[str, Any]) -> None:
         """Make later timed runs ``steps`` steps long, fed from ``feed`` (longer runs need
         more data from arrays)."""
@@ -148,3 +154,33 @@ class FitRunner(TrialRunner):
             raise TrialFailed("fit stopped before the end of the epoch (stop_training was set)")
         self._last_ran_at_start = TrialRunner.starts
         return timer.seconds[0], loss
+
+
+class _SameModel(FitRunner):
+    """Another started runner's model, fed another way: the two sides of a comparison differ
+    by their input only, and no second model is built, traced or held. The compute-only probe
+    on a model of its own cost a whole start (the build, the tracing, on XLA the compilation)
+    to learn what the baseline's model does without its input pipeline. Its memory is the
+    owner's: ``memory_mib`` stays ``None``."""
+
+    def __init__(self, owner: FitRunner, feed: dict[str, Any], *, steps: int) -> None:
+        super().__init__(
+            owner.setup,
+            owner._build_model,
+            feed,
+            steps=steps,
+            examples_per_step=owner.examples_per_step,
+            seed=owner._seed,
+            clock=owner._clock,
+            batch_size=owner._batch_size,
+            callbacks=owner._callbacks,
+        )
+        self._owner = owner
+
+    def start(self, *, user_model_errors: bool = False) -> None:
+        """The owner's model, one untimed run on this feed (``warmup_seconds``); no model is
+        built, so no later-built model counts against the others (``TrialRunner.starts``)."""
+        start = self._clock()
+        self.model = self._owner.model
+        self._warm_up()
+        self.warmup_seconds = self._clock() - start

@@ -101,11 +101,20 @@ class TrainingWorkload(Workload):
         return runner
 
     def candidate(
-        self, search: Search, setup: TuneSetup, *, feed: dict | None = None, **_: Any
+        self,
+        search: Search,
+        setup: TuneSetup,
+        *,
+        feed: dict | None = None,
+        probe: bool = False,
+        **_: Any,
     ) -> FitRunner:
-        """A runner for ``setup``; ``feed`` replaces its data (the compute-only probe)."""
+        """A runner for ``setup``; ``feed`` replaces its data. The compute-only probe
+        (``probe``) is the baseline's own model on ``feed``, not a model of its own."""
         base = search.base_setup
         warmup, steps = self.steps, self.timed_steps
+        if probe:
+            return search.base.fed_otherwise(feed, steps=steps)
         if setup.batch_size and base.batch_size and setup.batch_size > base.batch_size:
             factor = setup.batch_size // base.batch_size
             warmup = max(setup.steps_per_execution, warmup // factor)
