@@ -21,8 +21,9 @@ the first leader runs in the same rounds, and its speed over the leader's, round
 how far one setup moves against itself: the resolution of a "within 5 %" verdict. The grid
 checks neither the loss nor the outputs (tune does; a grid point it rejected for that can be
 the grid's best). One line per workload: the pick's ratio over the best re-timed, the copy's,
-and tune's time (its search and its confirmation apart) over the grid's first pass. The last
-line is a one-line summary. Run:
+and tune's time (its search and its confirmation apart) over the grid's first pass, which runs
+with garbage collections that scan only what it made, as tune's search does (``gc.freeze``),
+so a grid setup's start and a trial's cost alike. The last line is a one-line summary. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune_grid.py [--mode both] [--budget 90]
 """
@@ -45,6 +46,7 @@ from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
+from tfthroughput.tuning._environment import collections_of_new_objects_only  # noqa: E402
 from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
 from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
 from tfthroughput.tuning._measure import compare, compare_together  # noqa: E402
@@ -239,7 +241,8 @@ def grid_and_retime(args, start, base: TuneSetup, grid: list[TuneSetup], chosen:
     both ratio maps and the seconds the grid took (the re-timing is the benchmark's, not the
     grid's, so it is not counted)."""
     began = time.perf_counter()
-    ratios = time_grid(start, base, grid, args.rounds)
+    with collections_of_new_objects_only():  # as in tune's search: the same cost per start
+        ratios = time_grid(start, base, grid, args.rounds)
     seconds = time.perf_counter() - began
     ranked = sorted((s for s, r in ratios.items() if r is not None), key=ratios.get, reverse=True)
     again, pair = retime(start, base, [chosen, *ranked[: args.leaders]], args.retime_rounds)

@@ -413,10 +413,18 @@ class StepClock:
 
 
 def test_the_time_budget_stops_the_search(float32_policy):
+    import gc
+
     keras.config.set_dtype_policy("mixed_bfloat16")  # the user's policy: kept, and tuned under
     clock = StepClock()
+    frozen_while_built = []
+
+    def build():
+        frozen_while_built.append(gc.get_freeze_count() > 0)
+        return tiny_mlp()
+
     result = tune(
-        tiny_mlp,
+        build,
         arrays(),
         batch_size=8,
         steps=16,
@@ -435,6 +443,9 @@ def test_the_time_budget_stops_the_search(float32_policy):
     assert [t.label for t in result.trials][1:] == ["steps_per_execution=2"]
     assert "stopped by the time budget" in str(result)
     assert result.baseline.policy == keras.config.dtype_policy().name == "mixed_bfloat16"
+    # The trials' collections scanned only what the search made; the rest is handed back.
+    assert frozen_while_built and all(frozen_while_built)
+    assert gc.get_freeze_count() == 0
 
 
 def test_bad_arguments_get_one_line_errors_naming_the_argument():
