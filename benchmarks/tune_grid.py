@@ -43,10 +43,10 @@ import keras
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py's workloads
 
+from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only  # noqa: E402
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
-from tfthroughput.tuning._environment import collections_of_new_objects_only  # noqa: E402
 from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
 from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
 from tfthroughput.tuning._measure import compare, compare_together  # noqa: E402

@@ -79,6 +79,20 @@ def test_search_order_doubles_then_bisects():
     assert result.fastest_examples_per_second == 100.0
 
 
+def test_trials_collect_only_what_the_search_made_and_the_freeze_is_lifted_after():
+    import gc
+
+    frozen_in_trials = []
+
+    def trial(batch_size: int) -> float | None:
+        frozen_in_trials.append(gc.get_freeze_count() > 0)
+        return float(batch_size) if batch_size <= 8 else None
+
+    find_batch_size(trial=trial, max_batch_size=64)
+    assert frozen_in_trials and all(frozen_in_trials)
+    assert gc.get_freeze_count() == 0
+
+
 def test_cap_and_min_batch_size():
     oracle = FitsUpTo(10_000)
     result = find_batch_size(trial=oracle, min_batch_size=48, max_batch_size=300)

@@ -1,5 +1,6 @@
-"""tune's garbage collections scan only what the search made (``gc.freeze`` around it): what
-they still collect, what waits until after, and a program's own freeze left alone."""
+"""The searches' garbage collections scan only what the search made (``gc.freeze`` around
+tune's and find_batch_size's): what they still collect, what waits until after, and a
+program's own freeze left alone."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import weakref
 
 import pytest
 
-from tfthroughput.tuning._environment import collections_of_new_objects_only
+from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
 
 
 class _Node:

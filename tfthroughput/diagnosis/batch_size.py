@@ -17,7 +17,7 @@ from tfthroughput.diagnosis._batch_trial import (
     _trial_runner,
     training_arrays,
 )
-from tfthroughput.diagnosis.trial_memory import to_mib
+from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only, to_mib
 
 Trial = Callable[[int], "float | None"]
 
@@ -177,7 +177,8 @@ def find_batch_size(
         build_model, data if arrays is None else arrays, trial, steps, memory_limit_mib, clock
     )
     try:
-        return _search(run_trial, min_batch_size, max_batch_size, max_trials)
+        with collections_of_new_objects_only():  # each trial collects: scan only the search's
+            return _search(run_trial, min_batch_size, max_batch_size, max_trials)
     finally:
         if trial is None:  # nothing of the default trials stays allocated
             keras.backend.clear_session()

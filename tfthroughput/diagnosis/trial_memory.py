@@ -16,10 +16,12 @@ face), but importable by the rooms above it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import sys
 import threading
+from collections.abc import Iterator
 
 import psutil
 
@@ -38,6 +40,30 @@ def release_free_memory() -> None:
             ctypes.CDLL(None).malloc_trim(0)
         except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
             pass
+
+
+@contextlib.contextmanager
+def collections_of_new_objects_only() -> Iterator[None]:
+    """Garbage collections inside the block scan only the objects made inside it.
+
+    A search's trials collect garbage before each trial (and ``tune``'s where each closes), so
+    that a trial's memory is its own and the next one has the last one's. A full collection
+    scans everything TensorFlow and Keras hold: 0.18 s each on the 2-core development machine,
+    15 of them in a ``tune`` search of three trials and its confirmation (2.6 s of a 7.7 s
+    search on a small model). ``gc.freeze``
+    moves what exists now into the permanent generation, which collections skip, and
+    ``gc.unfreeze`` hands it back after the block; the trials' models are all made inside it,
+    so they are still collected. Where the program froze objects itself
+    (``gc.get_freeze_count()``), its choice is left alone.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def to_mib(count_bytes: int | None) -> float | None:

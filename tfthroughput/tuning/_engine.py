@@ -26,11 +26,8 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._environment import (
-    clear_session,
-    collections_of_new_objects_only,
-    gpu_sampler,
-)
+from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
+from tfthroughput.tuning._environment import clear_session, gpu_sampler
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._status import FAILED, FASTER
 from tfthroughput.tuning._trial_model import TrialFailed

@@ -1,12 +1,9 @@
 """What every tune search shares around its trials: the dtype policy to try, a clean Keras
-session between searches, garbage collections that scan only what the search made, and the
-GPU sampler (training and inference alike)."""
+session between searches, and the GPU sampler (training and inference alike)."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -23,29 +20,6 @@ def clear_session(policy: Any) -> None:
     else:
         gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
     keras.config.set_dtype_policy(policy)
-
-
-@contextlib.contextmanager
-def collections_of_new_objects_only() -> Iterator[None]:
-    """Garbage collections inside the block scan only the objects made inside it.
-
-    Each trial collects garbage where it starts and where it closes, so that its memory is its
-    own and the next trial has the last one's. A full collection scans everything TensorFlow
-    and Keras hold: 0.18 s each on the 2-core development machine, 15 of them in a search of
-    three trials and its confirmation (2.6 s of a 7.7 s search on a small model). ``gc.freeze``
-    moves what exists now into the permanent generation, which collections skip, and
-    ``gc.unfreeze`` hands it back after the block; the trials' models are all made inside it,
-    so they are still collected. Where the program froze objects itself
-    (``gc.get_freeze_count()``), its choice is left alone.
-    """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def policy_to_try(precision: object, notes: list[str]) -> str | None:
