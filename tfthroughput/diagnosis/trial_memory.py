@@ -50,11 +50,10 @@ def collections_of_new_objects_only() -> Iterator[None]:
     that a trial's memory is its own and the next one has the last one's. A full collection
     scans everything TensorFlow and Keras hold: 0.18 s each on the 2-core development machine,
     15 of them in a ``tune`` search of three trials and its confirmation (2.6 s of a 7.7 s
-    search on a small model). ``gc.freeze``
-    moves what exists now into the permanent generation, which collections skip, and
-    ``gc.unfreeze`` hands it back after the block; the trials' models are all made inside it,
-    so they are still collected. Where the program froze objects itself
-    (``gc.get_freeze_count()``), its choice is left alone.
+    search on a small model). ``gc.freeze`` moves what exists now into the permanent
+    generation, which collections skip, and ``gc.unfreeze`` hands it back after the block;
+    the trials' models are all made inside it, so they are still collected. Where the program
+    froze objects itself (``gc.get_freeze_count()``), its choice is left alone.
     """
     if gc.get_freeze_count():
         yield
