@@ -15,8 +15,8 @@ from tfthroughput._lazy import lazy_exports
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "Confirmation": "tfthroughput.tuning.confirmation",
-    "InferenceTrial": "tfthroughput.tuning.inference_result",
-    "InferenceTuneResult": "tfthroughput.tuning.inference_result",
+    "InferenceTrial": "tfthroughput.tuning.result",
+    "InferenceTuneResult": "tfthroughput.tuning.result",
     "LossCheck": "tfthroughput.tuning.loss_check",
     "OutputCheck": "tfthroughput.tuning.output_check",
     "TuneDistribution": "tfthroughput.tuning.distribution",

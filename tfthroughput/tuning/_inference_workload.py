@@ -5,7 +5,10 @@ baseline's examples (``_predict_runner``), and its math is checked by its output
 to the best setup so far, exactly against that setup's. Before each round both runners take a
 few single-batch latency samples; a trial over ``max_batch_latency_ms`` is not chosen.
 
-The knobs and their order are in ``_knobs``; the confirmation's piece of work is a
+The knobs it tries, in order (:func:`inference_knobs`): the batch line, XLA flipped, the
+``steps_per_execution`` line, the policy. A trial joins the best setup only by beating it by
+the noise floor (3 %), so a knob that gains nothing measurable is not added; why each: the
+knobs' modules and ``docs/tuning.md`` ("Inference"). The confirmation's piece of work is a
 whole ``predict`` call on the data as given.
 """
 
@@ -18,16 +21,19 @@ from typing import Any
 
 import keras
 
+from tfthroughput.tuning._batch_knobs import LATENCY_SAMPLES, inference_batch_line
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._inference_knobs import LATENCY_SAMPLES, inference_knobs
+from tfthroughput.tuning._knob_lines import Knob
 from tfthroughput.tuning._measure import MIN_NOISE
 from tfthroughput.tuning._predict_runner import PredictRunner
 from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY
+from tfthroughput.tuning._steps_per_execution_knobs import inference_steps_per_execution_line
 from tfthroughput.tuning._trial_verdict import measured, speed_status
+from tfthroughput.tuning._xla_and_policy_knobs import policy_knob, xla_knob
 from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
-from tfthroughput.tuning.inference_result import InferenceTrial, InferenceTuneResult
 from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
+from tfthroughput.tuning.result import InferenceTrial, InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
 # Shortest timed part of the baseline's run: longer than training's 0.1 s, because a compute-
@@ -48,6 +54,14 @@ class InferenceSettings(SearchSettings):
 
     output_tolerance: float
     max_batch_latency_ms: float | None
+
+
+def inference_knobs(settings: InferenceSettings) -> tuple[Knob, ...]:
+    """The knobs the inference search tries, in order, as its settings allow."""
+    knobs: list[Knob] = [inference_batch_line]
+    if settings.try_xla:
+        knobs.append(xla_knob)
+    return (*knobs, inference_steps_per_execution_line, policy_knob)
 
 
 class InferenceWorkload(Workload):

@@ -135,6 +135,14 @@ class TableWords:
 
 
 TRAINING = TableWords("setting", "loss_check")
+INFERENCE = TableWords(
+    "predict setting",
+    "output_check",
+    extra=(("p50 ms", "latency_p50_ms", "{:.2f}"), ("p95 ms", "latency_p95_ms", "{:.2f}")),
+    search="inference search",
+    unit="the baseline's examples/s",
+    kept=" within the output tolerance",
+)
 
 
 def render(result: Any, words: TableWords = TRAINING) -> str:

@@ -4,8 +4,12 @@ checked by its warm-up loss against the baseline's (``loss_check``).
 
 The baseline's timed run is doubled until it lasts 0.1 s (at most 64 times its warm-up); a
 larger batch runs proportionally fewer steps, so every trial times about the baseline's
-examples. The knobs and their order are in ``_knobs``; the confirmation's piece of work
-is a whole ``fit`` epoch (``_whole_epochs``).
+examples. The knobs it tries, in order (:func:`training_knobs`): the pipeline where the input
+is the limit, the ``steps_per_execution`` line (XLA as compiled), XLA flipped around that
+line's best, the policy (and the line once more on it), larger batches where allowed, the
+pipeline on the best setup (and the line once more on it); why each, and why in that order:
+the knobs' modules and ``docs/tuning.md`` ("What it tries, in order"). The confirmation's
+piece of work is a whole ``fit`` epoch (``_whole_epochs``).
 """
 
 from __future__ import annotations
@@ -18,13 +22,17 @@ import keras
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning import _device_augmentation, _pipeline
+from tfthroughput.tuning._batch_knobs import training_batch_knob
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._fit_runner import FitRunner
+from tfthroughput.tuning._knob_lines import Knob
+from tfthroughput.tuning._pipeline_knobs import pipeline_knob, pipeline_on_best_knob
 from tfthroughput.tuning._status import PROBE, REJECTED
+from tfthroughput.tuning._steps_per_execution_knobs import training_steps_per_execution_lines
 from tfthroughput.tuning._training_data import TrainingData
-from tfthroughput.tuning._training_knobs import training_knobs
 from tfthroughput.tuning._trial_verdict import measured, speed_status
 from tfthroughput.tuning._whole_epochs import confirm_by_epochs
+from tfthroughput.tuning._xla_and_policy_knobs import training_policy_knob
 from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
 from tfthroughput.tuning.result import TuneResult, TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
@@ -43,6 +51,17 @@ class TrainingSettings(SearchSettings):
     allow_batch_change: bool
     epoch_steps: int | None = None  # the user's epoch: steps_per_execution must divide it
     callbacks: tuple = ()  # the user's, run in the confirmation's epochs
+
+
+def training_knobs(settings: TrainingSettings) -> tuple[Knob, ...]:
+    """The knobs the training search tries, in order, as its settings allow."""
+    knobs: list[Knob] = [pipeline_knob] if settings.try_pipeline else []
+    knobs += [training_steps_per_execution_lines, training_policy_knob]
+    if settings.allow_batch_change:
+        knobs.append(training_batch_knob)
+    if settings.try_pipeline:
+        knobs.append(pipeline_on_best_knob)
+    return tuple(knobs)
 
 
 def same_arithmetic_as(base: TuneSetup, setup: TuneSetup) -> bool:

@@ -23,8 +23,7 @@ from tfthroughput.tuning._training_data import TuneArguments
 from tfthroughput.tuning._training_workload import TrainingWorkload
 from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
 from tfthroughput.tuning.distribution import describe, in_scope
-from tfthroughput.tuning.inference_result import InferenceTuneResult
-from tfthroughput.tuning.result import TuneResult
+from tfthroughput.tuning.result import InferenceTuneResult, TuneResult
 
 
 def tune(

@@ -1,12 +1,14 @@
-"""What both modes' knobs share: a line of knob values tried while it gains, and the policy.
+"""A line of knob values, tried while it gains: the rule every knob that walks values uses.
 
-A knob is a function of the search (``_engine``) that tries setups on top of the best so far;
-each mode's knobs, in its order, are ``_training_knobs`` and ``_inference_knobs`` (documented
-knob by knob there and in ``docs/tuning.md``: "What it tries, in order"; "Inference"). A line
-of knob values (:func:`double_along`, :func:`walk_along`) stops at its bound, at a trial that
-ends it, or after ``PATIENCE`` values in a row without a gain. Every trial is measured against
-the baseline in alternated rounds; a trial is skipped when the time left is less than 1.25
-times the cost of the dearest recent trial (``_engine``).
+A knob is a function of the search (``_engine``) that tries setups on top of the best so far.
+The knobs live by what they change (``_batch_knobs``, ``_steps_per_execution_knobs``,
+``_xla_and_policy_knobs``, ``_pipeline_knobs``); each mode's workload holds its order of them
+(``training_knobs``, ``inference_knobs``; documented knob by knob there and in
+``docs/tuning.md``: "What it tries, in order"; "Inference"). A line of knob values
+(:func:`double_along`, :func:`walk_along`) stops at its bound, at a trial that ends it, or
+after ``PATIENCE`` values in a row without a gain. Every trial is measured against the
+baseline in alternated rounds; a trial is skipped when the time left is less than 1.25 times
+the cost of the dearest recent trial (``_engine``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 
 from tfthroughput.tuning._engine import Search
 from tfthroughput.tuning._measure import MIN_NOISE
-from tfthroughput.tuning._status import FASTER
+from tfthroughput.tuning._status import FAILED, FASTER, OUTPUTS_DIFFER, OVER_LATENCY
 
 PATIENCE = 2  # values in a row without a gain before a line stops
 LINE_GAIN = MIN_NOISE  # a value gains when its ratio beats the line's best by this
 Knob = Callable[[Search], None]
+# What ends a line of predict setups: a failure, outputs off the baseline's, a batch too slow.
+ENDS_AN_INFERENCE_LINE = (FAILED, OUTPUTS_DIFFER, OVER_LATENCY)
 
 
 def double_along(
@@ -85,19 +89,3 @@ def halvings(value: int, floor: int) -> Iterator[int]:
     while value >= floor:
         yield value
         value //= 2
-
-
-def policy_knob(search: Search) -> None:
-    """The knob both modes try: the policy ``recommend_precision`` recommends, where it is not
-    the one in force, on the best setup so far (a new arithmetic: its math is checked at the
-    mode's tolerance). Where the best setup flipped XLA and the policy on top of it does not
-    become the best, the policy is tried with XLA as given too: XLA on a CPU compiles bfloat16
-    poorly (``benchmarks/tune.py``'s compute-bound MLP: bfloat16 1.19x on an XLA best at
-    1.53x; without XLA, bfloat16 reached 2.4x), so the two knobs are not independent."""
-    policy, given = search.settings.policy, search.base_setup
-    if policy is None or policy == given.policy:
-        return
-    best = search.best[0]
-    search.try_setup(best.with_(policy=policy))
-    if best.jit_compile != given.jit_compile and search.best[0].policy != policy:
-        search.try_setup(best.with_(policy=policy, jit_compile=given.jit_compile))
