@@ -2,7 +2,8 @@
 
 Training tries 2x and 4x the given batch, and only where allowed (a larger batch changes the
 learning dynamics); inference doubles the batch while it gains, within the data and the
-latency limit (a larger ``predict`` batch changes no result, only each batch's wait).
+latency limit (a larger ``predict`` batch changes the outputs by rounding only, checked at
+the output tolerance, and adds to each batch's wait).
 """
 
 from __future__ import annotations
