@@ -120,6 +120,7 @@ def test_update_logs_keys_read_well_in_history_csv_logger_and_keras_tensorboard(
         "examples_per_second",
         "gpu0_utilization_percent",
         "gpu1_utilization_percent",
+        "input_wait_percent",
         "seconds",
         "steps_per_second",
         "wall_seconds",
@@ -239,7 +240,7 @@ def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
     assert len([w for w in caught if "GPU metrics are off" in str(w.message)]) == 1
     assert len(history.history["loss"]) == 2
     scalars = read_scalars(tmp_path / "hardware")
-    assert {tag.split("/")[0] for tag in scalars} == {"host", "epoch"}
+    assert {tag.split("/")[0] for tag in scalars} == {"host", "epoch", "input"}
     assert 0.0 <= scalars["host/ram_used_percent/mean"][0][1] <= 100.0
     assert scalars["host/process_rss_gib/min"][0][1] > 0.0
 

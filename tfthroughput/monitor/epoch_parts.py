@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.events import WALL_SECONDS, energy_joules, epoch_figures
 from tfthroughput.monitor.example_count import Snapshot, mean_through
+from tfthroughput.monitor.input_wait import PhaseWait
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,15 @@ class PhasePart:
         steps: Steps taken in it (optimizer steps in training, batches in validation), if
             known.
         batch_size: Examples per step, if known.
+        wait_percent: Share of its wall time the loop waited for its next batch, where that
+            is measured (:mod:`tfthroughput.monitor.input_wait`).
     """
 
     stats: WindowStats
     seconds: float | None
     steps: int | None
     batch_size: int | None
+    wait_percent: float | None = None
 
     def figures(self) -> dict[str, float]:
         """Its wall time, steps/s, examples/s and joules per example, as far as known."""
@@ -78,14 +82,22 @@ class OpenValidation:
         count: Reads the count of the examples of the validation's batches, where one is
             kept (:mod:`tfthroughput.monitor.example_count`): exact, short batches included,
             where ``batch_size`` is not.
+        wait: The validation's wait for its batches, where its count keeps one
+            (:meth:`wait_on`).
     """
 
     def __init__(self, start: float, batch_size: int | None) -> None:
         self.start = start
         self.batch_size = batch_size
         self.count: Callable[[], Snapshot] | None = None
+        self.wait = PhaseWait(None)
         self.batches = 0
         self.ended: PhasePart | None = None
+
+    def wait_on(self, waited: Callable[[], float | None] | None) -> None:
+        """Measure the wait from ``waited`` (the seconds waited so far), from now on."""
+        self.wait = PhaseWait(waited)
+        self.wait.begin()
 
     def batch_end(self, batch: int) -> None:
         self.batches = max(self.batches, batch + 1)
@@ -93,5 +105,6 @@ class OpenValidation:
     def end(self, stats: WindowStats, now: float) -> PhasePart:
         batches = self.batches or None
         batch_size = mean_through(self.count, batches) or self.batch_size
-        self.ended = PhasePart(stats, now - self.start, batches, batch_size)
+        seconds = now - self.start
+        self.ended = PhasePart(stats, seconds, batches, batch_size, self.wait.phase(seconds))
         return self.ended

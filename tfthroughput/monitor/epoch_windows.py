@@ -82,6 +82,8 @@ class Window:
         seconds: Its wall time.
         stats: Statistics of the samples taken in it, per ``(source, metric)``, with its
             buffer counts and totals (energy).
+        wait_percent: Share of its wall time the loop waited for its next batch, where that
+            is measured (:mod:`tfthroughput.monitor.input_wait`).
     """
 
     index: int
@@ -90,6 +92,7 @@ class Window:
     steps: int
     seconds: float
     stats: WindowStats
+    wait_percent: float | None = None
 
     @property
     def steps_per_second(self) -> float | None:

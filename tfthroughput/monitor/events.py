@@ -21,6 +21,8 @@ from tfthroughput.hardware.activity import (
 )
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.dashboard import WINDOW_PREFIX
+from tfthroughput.monitor.input_wait import LOGS_KEY as WAIT_LOGS_KEY
+from tfthroughput.monitor.input_wait import TAG as WAIT_TAG
 
 # Names of the figures of a phase: the training steps of an epoch are tagged `epoch/<name>`
 # (`logs` keys `<name>`), its validation `validation/<name>` (`logs` keys `val_<name>`), an
@@ -78,11 +80,13 @@ def hardware_scalars(
     figures: Mapping[str, float],
     *,
     phase: str | None = None,
+    wait_percent: float | None = None,
 ) -> dict[str, float]:
     """The scalars of one phase: ``<source>/<metric>/<statistic>``, the sample counts
     (``<source>/samples`` for the monitor's reads, ``<source>/<metric>/samples`` for a metric
     read from a hardware sample buffer), energy totals, ``<source>/busy_but_idle_percent``
-    (where SM activity was read) and ``epoch/<figure>``.
+    (where SM activity was read), ``input/wait_percent`` (where measured) and
+    ``epoch/<figure>``.
 
     Args:
         stats: The phase's statistics.
@@ -91,11 +95,14 @@ def hardware_scalars(
         phase: ``None`` for an epoch's training steps (the tags above); else the prefix of
             every tag, figures included: ``"validation"`` gives
             ``validation/gpu0/utilization_percent/mean`` and ``validation/seconds``.
+        wait_percent: The share of the phase spent waiting for batches, if measured.
     """
     if phase is not None:
         return {
             f"{phase}/{tag.removeprefix('epoch/')}": value
-            for tag, value in hardware_scalars(stats, statistics, figures).items()
+            for tag, value in hardware_scalars(
+                stats, statistics, figures, wait_percent=wait_percent
+            ).items()
         }
     scalars: dict[str, float] = {}
     samples: dict[str, int] = {}
@@ -113,6 +120,8 @@ def hardware_scalars(
         scalars[f"{key.source}/{key.metric}/from_counter"] = float(total.counter)
     for source, gap in _busy_but_idle(stats).items():
         scalars[f"{source}/{BUSY_BUT_IDLE}"] = gap
+    if wait_percent is not None:
+        scalars[WAIT_TAG] = wait_percent
     for name, value in figures.items():
         scalars[f"epoch/{name}"] = value
     return scalars
@@ -124,6 +133,7 @@ def window_scalars(
     figures: Mapping[str, float],
     *,
     phase: str | None = None,
+    wait_percent: float | None = None,
 ) -> dict[str, float]:
     """The scalars of one window inside an epoch: the epoch's tags under ``window/``
     (``<phase>/window/`` for a window of an ``evaluate`` or ``predict`` call).
@@ -136,18 +146,24 @@ def window_scalars(
     """
     prefix = WINDOW_PREFIX if phase is None else f"{phase}/{WINDOW_PREFIX}"
     scalars = {
-        f"{prefix}{tag}": value for tag, value in hardware_scalars(stats, statistics, {}).items()
+        f"{prefix}{tag}": value
+        for tag, value in hardware_scalars(stats, statistics, {}, wait_percent=wait_percent).items()
     }
     scalars.update({f"{prefix}{name}": value for name, value in figures.items()})
     return scalars
 
 
 def logs_entries(
-    stats: WindowStats, figures: Mapping[str, float], *, prefix: str = ""
+    stats: WindowStats,
+    figures: Mapping[str, float],
+    *,
+    prefix: str = "",
+    wait_percent: float | None = None,
 ) -> dict[str, float]:
     """What ``update_logs=True`` adds to ``logs``: each metric's epoch mean, energy totals,
-    each GPU's ``busy_but_idle_percent`` (where SM activity was read) and the figures, each
-    key after ``prefix`` (``"val_"`` for the validation, as Keras names its own).
+    each GPU's ``busy_but_idle_percent`` (where SM activity was read), ``input_wait_percent``
+    (where measured) and the figures, each key after ``prefix`` (``"val_"`` for the
+    validation, as Keras names its own).
 
     Keys have no ``epoch`` prefix and no ``/``: ``keras.callbacks.TensorBoard`` writes a logs key
     ``k`` as the tag ``epoch_k``, so ``gpu0_utilization_percent`` and ``seconds`` become
@@ -162,6 +178,8 @@ def logs_entries(
     entries.update(
         {f"{source}_{BUSY_BUT_IDLE}": gap for source, gap in _busy_but_idle(stats).items()}
     )
+    if wait_percent is not None:
+        entries[WAIT_LOGS_KEY] = wait_percent
     entries.update(figures)
     return {f"{prefix}{key}": value for key, value in entries.items()}
 

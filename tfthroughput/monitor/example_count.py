@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
@@ -66,6 +67,9 @@ class ExampleCount(Protocol):
 
     def snapshot(self) -> Snapshot: ...
 
+    def waited(self) -> float | None:
+        """Seconds the loop has waited for its batches so far, ``None`` where not timed."""
+
     def detach(self) -> None: ...
 
 
@@ -100,18 +104,29 @@ class ExampleTally:
 class HostCount:
     """Counts the batches a ``fit``'s epoch iterator hands to the training loop on the host,
     by wrapping the method that makes each epoch's iterator (on the instance; put back by
-    :meth:`detach`)."""
+    :meth:`detach`), and times how long the loop waits for each (the ``next`` of the
+    iterator inside, on ``clock``: the loop's own thread asks for each batch right before the
+    step that takes it)."""
 
-    def __init__(self, epoch_iterator: object) -> None:
+    def __init__(self, epoch_iterator: object, clock: Callable[[], float] = time.monotonic):
         self.tally = ExampleTally()
         self._iterator = weakref.ref(epoch_iterator)
+        self._waited = 0.0  # written by the loop's thread only; a float's read is atomic
         # The class's own method: a cached iterator (an epoch's validation) is counted anew
         # each time, never through an earlier count's wrapper.
         original = type(epoch_iterator)._get_iterator.__get__(epoch_iterator)
         add = self.tally.add
 
         def counted_iterator() -> Iterator:
-            for batch in original():
+            batches = iter(original())
+            while True:
+                asked = clock()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                finally:
+                    self._waited += clock() - asked
                 size = leading_dimension(batch)
                 if size is not None:
                     add(size)
@@ -122,16 +137,22 @@ class HostCount:
     def snapshot(self) -> Snapshot:
         return self.tally.snapshot()
 
+    def waited(self) -> float:
+        return self._waited
+
     def detach(self) -> None:
         iterator = self._iterator()
         if iterator is not None:
             vars(iterator).pop("_get_iterator", None)  # the class's method shows through
 
 
-def attach_to_fit(method: str = "fit") -> ExampleCount | None:
+def attach_to_fit(
+    method: str = "fit", clock: Callable[[], float] = time.monotonic
+) -> ExampleCount | None:
     """A count of the batches of the Keras ``fit`` (or ``method``: ``"evaluate"``, an epoch's
     validation too, or ``"predict"``) on the calling thread's stack, before the call's first
-    iterator is made; ``None`` where none can be kept."""
+    iterator is made; ``None`` where none can be kept. ``clock`` times the waits on the host
+    (under TensorFlow the input graph reads its own)."""
     epoch_iterator = fit_locals("epoch_iterator", method=method).get("epoch_iterator")
     if epoch_iterator is None or getattr(epoch_iterator, "_current_iterator", None) is not None:
         return None
@@ -143,7 +164,7 @@ def attach_to_fit(method: str = "fit") -> ExampleCount | None:
 
             return GraphCount.attach(epoch_iterator, RECENT)
         if callable(getattr(epoch_iterator, "_get_iterator", None)):
-            return HostCount(epoch_iterator)
+            return HostCount(epoch_iterator, clock)
     except Exception:  # noqa: BLE001 - an input that cannot be counted still trains
         return None
     return None

@@ -33,6 +33,7 @@ from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import Source
 from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.monitor.events import VALIDATION_LOGS_PREFIX, logs_entries
+from tfthroughput.monitor.input_wait import waited_reader
 from tfthroughput.monitor.monitor_lifecycle import MonitorLifecycle
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
@@ -217,12 +218,18 @@ class GPUMonitor(MonitorLifecycle):
         parts = training.end_epoch(epoch, self._steps_this_epoch())
         figures = parts.training_figures()
         if self.update_logs and logs is not None:
-            logs.update(logs_entries(parts.training.stats, figures))
+            training_part = parts.training
+            logs.update(
+                logs_entries(training_part.stats, figures, wait_percent=training_part.wait_percent)
+            )
             if parts.validation is not None:
                 validation = parts.validation
                 logs.update(
                     logs_entries(
-                        validation.stats, validation.figures(), prefix=VALIDATION_LOGS_PREFIX
+                        validation.stats,
+                        validation.figures(),
+                        prefix=VALIDATION_LOGS_PREFIX,
+                        wait_percent=validation.wait_percent,
                     )
                 )
 
@@ -241,7 +248,11 @@ class GPUMonitor(MonitorLifecycle):
             # training part's time covers their execution.
             step = optimizer_steps(self.model)
             if training.begin_validation(step, call_batch_size("evaluate", self.batch_size)):
-                training.validation.count = self._call_count("evaluate")
+                count = self._call_count("evaluate")
+                validation = training.validation
+                if count is not None and self.batch_size is None:
+                    validation.count = count.snapshot
+                validation.wait_on(waited_reader(count, "validation", False))
                 return
         self._begin_call("evaluate")
 

@@ -10,9 +10,26 @@ before the strategy splits each global batch between its replicas, so a step cou
 global batch once, short or full. The stage is sequential (it holds state), adds no
 prefetching and reads only the batch's shape (``tf.shape``); no batch waits for a device.
 
-The counter is one ``int64`` vector, ``[batches, examples, size of batch i at 2 + i % n]``,
-replaced whole per batch, so that one read sees a consistent count
-(an ``example_count.Snapshot``'s fields). Imported only where TensorFlow is.
+The same stage times how long the step waited for each batch: the pipeline is
+zipped behind a one-op dataset that reads the clock (``tf.timestamp``), so one ``GetNext`` of
+the step first reads the clock, then asks the user's pipeline for its batch, and the stage,
+run by that same ``GetNext`` as the batch comes out, reads the clock again. ``tf.data`` runs a
+zip's inputs in order and a sequential ``map`` on the calling thread, so the difference is the
+time the step's own ``get_next`` spent inside the user's pipeline (blocked on its prefetch
+buffer, or running its stages where nothing prefetches): the wait for that batch, summed in
+nanoseconds. No clock read waits for a device, and nothing is added between steps.
+
+That holds only while the stage runs on the step's thread. tf.data's ``inject_prefetch``
+optimisation (on by default) adds a ``prefetch(AUTOTUNE)`` after a pipeline's last stage
+unless it is a prefetch, which would run the stage ahead on a thread of its own, timing that
+thread's wait instead. So the counted pipeline ends in ``prefetch(0)`` (passes each element
+through, no thread), and where tf.data would have injected its prefetch after the user's
+pipeline, the stage adds that same ``prefetch(AUTOTUNE)`` there, before itself: the user's
+pipeline runs ahead exactly as it would without the monitor.
+
+The counter is one ``int64`` vector, ``[batches, examples, waited nanoseconds, size of batch i
+at 3 + i % n]``, replaced whole per batch, so that one read sees a consistent count
+(an ``example_count.Snapshot``'s fields, and the wait). Imported only where TensorFlow is.
 """
 
 from __future__ import annotations
@@ -30,17 +47,24 @@ class GraphCount:
 
     Args:
         recent: Batch sizes kept (see :data:`~tfthroughput.monitor.example_count.RECENT`).
+        timed: Whether :meth:`waited` reports the wait the stage times (see the module
+            docstring).
     """
 
-    def __init__(self, recent: int) -> None:
-        self.state = _host_variable(2 + recent)
+    def __init__(self, recent: int, timed: bool = True) -> None:
+        self.state = _host_variable(_SIZES + recent)
         self._recent = recent
+        self.timed = timed
 
     @classmethod
     def attach(cls, epoch_iterator: object, recent: int) -> GraphCount | None:
         """Count what ``epoch_iterator`` (Keras's ``TFEpochIterator``, before its first
         epoch) feeds the training step; ``None`` for a pipeline this cannot count (one the
-        user distributed already)."""
+        user distributed already).
+
+        The wait is timed where the step reads the counted pipeline itself: not under a
+        ``tf.distribute`` strategy whose distributed dataset prefetches onto its devices on
+        threads of its own (the stage would time those threads, not the step)."""
         dataset = epoch_iterator.data_adapter.get_tf_dataset()
         strategy = getattr(epoch_iterator, "_distribute_strategy", None)
         if not isinstance(dataset, tf.data.Dataset) or strategy is None:
@@ -49,34 +73,73 @@ class GraphCount:
             return None
         count = cls(recent)
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
+        count.timed = isinstance(counted, tf.data.Dataset)  # the default strategy's: as it is
         epoch_iterator._distributed_dataset = counted
         return count
 
     def counting(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """``dataset`` with the counting stage at its end; its elements unchanged."""
+        """``dataset`` with the counting (and timing) stage at its end; its elements
+        unchanged."""
         state, recent = self.state, self._recent
-        single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
-        def count(*element):
-            batch = element[0] if single else element
+        def count(asked, batch):
             size = tf.shape(first_array(batch), out_type=tf.int64)[0]
+            waited = _nanoseconds() - asked
             now = state.read_value()
             updated = tf.tensor_scatter_nd_update(
-                now, [[0], [1], [2 + now[0] % recent]], tf.stack([now[0] + 1, now[1] + size, size])
+                now,
+                [[0], [1], [2], [_SIZES + now[0] % recent]],
+                tf.stack([now[0] + 1, now[1] + size, now[2] + waited, size]),
             )
             with tf.control_dependencies([state.assign(updated)]):
                 return tf.nest.map_structure(_after_count, batch)
 
-        return dataset.map(count)
+        if _gets_prefetch_injected(dataset):
+            # What tf.data would add after the user's last stage, added here, before the stage.
+            dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        # The clock's dataset goes first: zip asks its inputs for their elements in order.
+        clock = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat()
+        clock = clock.map(lambda _: _nanoseconds())
+        # A last prefetch of nothing: it passes each element through on the step's thread, and
+        # tf.data injects no prefetch after a prefetch, which would run the stage ahead.
+        return tf.data.Dataset.zip((clock, dataset)).map(count).prefetch(0)
 
     def snapshot(self) -> tuple[int, int, tuple[int, ...]]:
         """The count now, one read of the variable (on the host CPU): the fields of an
         ``example_count.Snapshot``, ``(batches, examples, recent)``."""
         values = self.state.numpy().tolist()
-        return values[0], values[1], tuple(values[2:])
+        return values[0], values[1], tuple(values[_SIZES:])
+
+    def waited(self) -> float | None:
+        """Seconds the step has waited for its batches so far, one read of the variable;
+        ``None`` where the wait is not timed."""
+        return self.state.numpy()[2] / 1e9 if self.timed else None
 
     def detach(self) -> None:
         """Nothing to put back: the ``fit``'s epoch iterator, with the pipeline, is its own."""
+
+
+# Where the sizes of the recent batches begin in the counter: after batches, examples, waited.
+_SIZES = 3
+
+
+def _nanoseconds() -> tf.Tensor:
+    """The host's clock now, in nanoseconds (``tf.timestamp`` reads it when the op runs)."""
+    return tf.cast(tf.timestamp() * 1e9, tf.int64)
+
+
+def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
+    """Whether tf.data's ``inject_prefetch`` (on unless autotuning or it is switched off)
+    would add a ``prefetch(AUTOTUNE)`` after ``dataset``: where its last stage, options
+    aside, is not a prefetch."""
+    options = dataset.options()
+    if options.autotune.enabled is False:
+        return False
+    if options.experimental_optimization.inject_prefetch is False:
+        return False
+    while type(dataset).__name__ == "_OptionsDataset":
+        dataset = dataset._input_dataset
+    return type(dataset).__name__ != "_PrefetchDataset"
 
 
 def _after_count(value):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tfthroughput.hardware.sampler import Sampler
 from tfthroughput.hardware.source import MonitoringWarning
@@ -41,6 +42,7 @@ from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Wi
 from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.events import overstated_utilization_warning
 from tfthroughput.monitor.example_count import Snapshot, StepExamples
+from tfthroughput.monitor.input_wait import PhaseWait
 from tfthroughput.monitor.measurements import epoch_measurement, window_measurement
 from tfthroughput.monitor.run_layout import RunLayout
 from tfthroughput.sinks.fan_out import SinkFanOut
@@ -59,6 +61,8 @@ class LiveRun:
         statistics: The statistics to log.
         batch_size: Examples per step, or None.
         count: Reads the count of the examples trained, if one is kept (exact: it overrides).
+        waited: Reads the seconds the loop has waited for its batches so far, where that is
+            measured (:mod:`tfthroughput.monitor.input_wait`).
         clock: Monotonic seconds.
         select: Keeps the statistics of the metrics the monitor was asked for.
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call, whose
@@ -75,6 +79,7 @@ class LiveRun:
         batch_size: int | None,
         clock: Callable[[], float],
         count: Callable[[], Snapshot] | None = None,
+        waited: Callable[[], float | None] | None = None,
         select: Callable[[WindowStats], WindowStats],
         phase: str | None = None,
     ) -> None:
@@ -86,6 +91,7 @@ class LiveRun:
         self._statistics = statistics
         self.batch_size = batch_size  # global: examples per step across every replica
         self.examples = StepExamples(count, batch_size)  # examples per step, as counted
+        self.wait = PhaseWait(waited)  # the share of each phase and window waiting for input
         self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
         self._clock = clock
         self._select = select
@@ -108,8 +114,9 @@ class LiveRun:
         # resumed fit rolled back (see the module docstring): not written again.
         self.written_through: int | None = None
         self._first_epoch = True
-        # The epoch's training part once its validation has begun, with the epoch's start.
-        self._training_part: tuple[int, WindowStats, float, float] | None = None
+        # The epoch's training part once its validation has begun, with the epoch's start and
+        # its wait share.
+        self._training_part: tuple[int, WindowStats, float, float, float | None] | None = None
         self.validation: OpenValidation | None = None
 
     def begin_epoch(self, epoch: int, first_step: int | None, steps: int | None = None) -> None:
@@ -134,6 +141,7 @@ class LiveRun:
                 self.last_step = first_step
             self.windows = EpochWindows(epoch, start, self.last_step, self.window_count)
             self.examples.begin_epoch(self.last_step)
+            self.wait.begin()
 
     def batch_end(self, batch: int) -> None:
         """After Keras's batch ``batch`` of the epoch: note the step, end a window if due."""
@@ -173,12 +181,13 @@ class LiveRun:
             stats = self._select(self.sampler.collect(sample_now=True))
             now = self._clock()
             self.last_step = max(self.last_step, windows.first_step if step is None else step)
-            self._publish(windows.cut(stats, now, self.last_step))
+            self._publish(self._cut_window(windows, stats, now, self.last_step))
             self._training_part = (
                 windows.epoch,
                 windows.epoch_stats(),
                 now - windows.start,
                 windows.start,
+                self.wait.phase(now - windows.start),
             )
             self.validation = OpenValidation(now, batch_size)
         return True
@@ -221,10 +230,10 @@ class LiveRun:
             collected = self.sampler.collect(sample_now=part is None)
             now = self._clock()
             if part is not None:  # validated: after validation, no phase but the epoch's own
-                _, stats, seconds, start = part
+                _, stats, seconds, start, wait = part
                 self.layout.show(stats, force=True, validation=True)
                 return EpochParts(
-                    PhasePart(stats, seconds, steps, self.examples.epoch(steps)),
+                    PhasePart(stats, seconds, steps, self.examples.epoch(steps), wait),
                     validation.ended if validation is not None else None,
                     now - start,
                 )
@@ -233,12 +242,13 @@ class LiveRun:
                 windows = EpochWindows(epoch, now, self.last_step, self.window_count)
             step = max(self.last_step, windows.first_step + (steps or 0))
             self.last_step = step
-            self._publish(windows.cut(self._select(collected), now, step))
+            self._publish(self._cut_window(windows, self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
             self.layout.show(epoch_stats, force=True)
             batch_size = self.examples.epoch(steps)  # after the epoch's last window
-        seconds = now - windows.start if begun else None
-        return EpochParts(PhasePart(epoch_stats, seconds, steps, batch_size), None, seconds)
+            seconds = now - windows.start if begun else None
+            wait = self.wait.phase(seconds)
+        return EpochParts(PhasePart(epoch_stats, seconds, steps, batch_size, wait), None, seconds)
 
     def write_epoch(self, epoch: int, parts: EpochParts) -> None:
         """Write an epoch's phases as one event at ``step=epoch``."""
@@ -262,7 +272,7 @@ class LiveRun:
             windows, self.windows = self.windows, None
             if windows is not None:  # fit ended inside an epoch: keep what was sampled
                 stats = self._select(self.sampler.collect())
-                window = windows.cut(stats, self._clock(), self.last_step)
+                window = self._cut_window(windows, stats, self._clock(), self.last_step)
                 if self.phase is None and self.last_step > windows.first_step:
                     # A fit cut short: a window where it stopped, not an epoch point that a
                     # resumed fit would write again.
@@ -271,7 +281,7 @@ class LiveRun:
                     self._publish(window)
                     self._write_cut_short(windows.epoch, windows.epoch_stats(), None)
             elif self._training_part is not None:  # ended while validating
-                epoch, training_stats, _, _ = self._training_part
+                epoch, training_stats, _, _, _ = self._training_part
                 stats = self._select(self.sampler.collect())
                 self._write_cut_short(epoch, training_stats, stats)
         self.sinks.close()  # the event writer with them
@@ -308,7 +318,16 @@ class LiveRun:
             if end is None:
                 return  # the epoch ended meanwhile, or another thread cut this window
             stats = self._select(self.sampler.collect(sample_now=sample_now))
-            self._publish(windows.cut(stats, self._clock(), end))
+            self._publish(self._cut_window(windows, stats, self._clock(), end))
+
+    def _cut_window(
+        self, windows: EpochWindows, stats: WindowStats, now: float, step: int
+    ) -> Window | None:
+        """``windows.cut``, with the window's wait share; the next window's wait begins."""
+        seconds = now - windows.window_start
+        window = windows.cut(stats, now, step)
+        wait = self.wait.window(seconds)
+        return None if window is None else replace(window, wait_percent=wait)
 
     def _window_end(self, windows: EpochWindows, step: int) -> int | None:
         """The step the open window ends at, once ``step`` steps are done; None if not due.

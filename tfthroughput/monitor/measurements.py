@@ -44,15 +44,23 @@ def epoch_measurement(
     training = parts.training
     if phase is not None:  # a call of evaluate or predict: one phase, prefixed
         figures = training.figures()
-        scalars = hardware_scalars(training.stats, statistics, figures, phase=phase)
+        scalars = hardware_scalars(
+            training.stats, statistics, figures, phase=phase, wait_percent=training.wait_percent
+        )
     else:
         figures = parts.training_figures()
-        scalars = hardware_scalars(training.stats, statistics, figures)
+        scalars = hardware_scalars(
+            training.stats, statistics, figures, wait_percent=training.wait_percent
+        )
         if parts.validation is not None:
             validation = parts.validation
             scalars.update(
                 hardware_scalars(
-                    validation.stats, statistics, validation.figures(), phase=VALIDATION
+                    validation.stats,
+                    statistics,
+                    validation.figures(),
+                    phase=VALIDATION,
+                    wait_percent=validation.wait_percent,
                 )
             )
     return Measurement(
@@ -82,7 +90,9 @@ def window_measurement(
         window.steps,
         window.seconds,
         batch_size,
-        window_scalars(window.stats, statistics, figures, phase=phase),
+        window_scalars(
+            window.stats, statistics, figures, phase=phase, wait_percent=window.wait_percent
+        ),
         figures,
         window.stats,
     )

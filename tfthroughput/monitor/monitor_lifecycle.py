@@ -21,11 +21,12 @@ from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.event_writer import create_new_file
-from tfthroughput.monitor.example_count import Snapshot, attach_to_fit
+from tfthroughput.monitor.example_count import ExampleCount, attach_to_fit
 from tfthroughput.monitor.execution_check import warn_partial_execution
 from tfthroughput.monitor.fit_watch import find_fit, fit_locals
 from tfthroughput.monitor.inference_calls import InferenceCalls
 from tfthroughput.monitor.input_activity import SOURCE_NAME as INPUT_ACTIVITY_SOURCE
+from tfthroughput.monitor.input_wait import waited_reader
 from tfthroughput.monitor.live_run import LiveRun
 from tfthroughput.monitor.run_start import RunSettings, start_run
 from tfthroughput.monitor.steps import optimizer_steps, trained_steps
@@ -80,12 +81,14 @@ class MonitorLifecycle(keras.callbacks.Callback):
         if fit_call is None and not self._entered:
             warnings.warn(_NO_FIT_WARNING, MonitoringWarning, stacklevel=3)
         batch_size = self._input_batch_size(fit_call, placement.multi_worker)  # count too
+        count = self._example_count
         training = start_run(
             self._run_settings(),
             self.run_dir,
             fit_call,
             batch_size=batch_size,
-            count=None if self._example_count is None else self._example_count.snapshot,
+            count=None if count is None or self.batch_size is not None else count.snapshot,
+            waited=waited_reader(count, "fit", placement.multi_worker),
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -153,7 +156,8 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 os.path.join(self.run_dir, phase),
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
-                count=count,
+                count=None if count is None or self.batch_size is not None else count.snapshot,
+                waited=waited_reader(count, phase, self._worker_folder is not None),
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
@@ -161,14 +165,15 @@ class MonitorLifecycle(keras.callbacks.Callback):
             self.params.get("steps") if self.params else None,
         )
 
-    def _call_count(self, phase: str) -> Callable[[], Snapshot] | None:
-        """Reads the count of the examples of the ``evaluate`` (an epoch's validation too) or
-        ``predict`` call on the stack, where one can be kept, no ``batch_size`` was given and
-        no multi-worker cluster shares the batch out. Nothing to detach: the call's iterator
-        goes with the call (a cached validation iterator is counted anew each epoch)."""
-        counted = self.batch_size is None and self._worker_folder is None
-        count = attach_to_fit(phase) if counted else None
-        return None if count is None else count.snapshot
+    def _call_count(self, phase: str) -> ExampleCount | None:
+        """The count of the examples of the ``evaluate`` (an epoch's validation too) or
+        ``predict`` call on the stack, with its wait, where one can be kept and no
+        multi-worker cluster shares the batch out (its examples are used where no
+        ``batch_size`` was given). Nothing to detach: the call's iterator goes with the call
+        (a cached validation iterator is counted anew each epoch)."""
+        if self._worker_folder is not None:
+            return None
+        return attach_to_fit(phase, self._clock)
 
     def _window_tick(self, run: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""
@@ -195,9 +200,9 @@ class MonitorLifecycle(keras.callbacks.Callback):
             warn_partial_execution(
                 found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
             )
-        if self.batch_size is None and fit_call is not None and not multi_worker:
-            self._example_count = attach_to_fit()
-        if self._example_count is not None:
+        if fit_call is not None and not multi_worker:  # the wait is timed by the count
+            self._example_count = attach_to_fit("fit", self._clock)
+        if self._example_count is not None and self.batch_size is None:
             return fit_batch_size()  # for the sinks and where the count cannot tell
         return global_batch_size(self.batch_size, in_fit=fit_call is not None)
 

@@ -59,6 +59,7 @@ def start_run(
     *,
     batch_size: int | None,
     count: Callable[[], Snapshot] | None = None,
+    waited: Callable[[], float | None] | None = None,
     on_abandoned: Callable[[LiveRun], None],
     on_sample: Callable[[LiveRun], None],
     placement: Placement | None = None,
@@ -76,6 +77,8 @@ def start_run(
         count: Reads the count of the examples the call trains (or evaluates, predicts on),
             if one is kept (:mod:`tfthroughput.monitor.example_count`): exact where
             ``batch_size`` is not.
+        waited: Reads the seconds the call's loop has waited for its batches so far, where
+            that is measured (:mod:`tfthroughput.monitor.input_wait`).
         on_abandoned: See ``call``.
         on_sample: With time-based windows, called as ``on_sample(run)`` on the sampler
             thread after each sample (the monitor's hook, which ends a window when due).
@@ -97,6 +100,7 @@ def start_run(
         statistics=settings.statistics,
         batch_size=batch_size,
         count=count,
+        waited=waited,
         clock=settings.clock,
         select=settings.select,
         phase=phase,
