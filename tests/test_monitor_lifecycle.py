@@ -201,3 +201,23 @@ def test_as_a_context_manager_it_is_quiet_and_closes_what_the_loop_left_open(tmp
     scalars = read_scalars(tmp_path / "hardware")
     assert scalars["gpu0/utilization_percent/mean"] == [(0, 10.0), (1, 20.0)]
     assert [step for step, _ in scalars["epoch/seconds"]] == [0]
+
+
+@pytest.mark.tensorflow
+def test_a_gan_with_optimizers_of_its_own_writes_every_window_on_one_step_axis(tmp_path):
+    # `super().compile()` leaves `model.optimizer` a default that never steps: read by it,
+    # every epoch's windows restarted at step 0 and only the first epoch's were written.
+    from user_models import build_gan, unlabeled_dataset
+
+    model = build_gan()
+    monitor = GPUMonitor(log_dir=tmp_path, interval=0.05, update_freq=5, sources=list)
+    data = unlabeled_dataset(examples=160, batch=16)  # 10 batches an epoch
+    model.fit(data, epochs=3, verbose=0, callbacks=[monitor])
+    model.fit(data, epochs=1, verbose=0, callbacks=[monitor])  # the axis goes on
+
+    scalars = read_scalars(tmp_path / "hardware")
+    windows = scalars["window/examples_per_second"]
+    assert [step for step, _ in windows] == list(range(5, 41, 5))
+    seconds = dict(scalars["window/seconds"])
+    assert sum(rate * seconds[step] for step, rate in windows) == pytest.approx(4 * 160)
+    assert [step for step, _ in scalars["epoch/steps_per_second"]] == [0, 1, 2, 0]

@@ -1,7 +1,8 @@
 """Models shaped like the ones people write, after the public Keras examples: a subclassed
 autoencoder with its own ``train_step`` and metric tracker on unlabeled data (its decoder is
 used only inside ``train_step``, as in the VAE and contrastive examples), and a two-loss model
-that reports no ``loss`` key (as a GAN reports ``d_loss``/``g_loss``)."""
+that reports no ``loss`` key (as a GAN reports ``d_loss``/``g_loss``), and a GAN written as the
+Keras examples write one, with optimizers of its own."""
 
 from __future__ import annotations
 
@@ -73,6 +74,64 @@ class TwoLosses(Autoencoder):
         logs = super().train_step(data)
         self.norm_tracker.update_state(tf.reduce_mean(tf.abs(self.encoder(data))))
         return {"reconstruction_loss": logs["loss"], "code_norm": self.norm_tracker.result()}
+
+
+class GAN(keras.Model):
+    """As keras.io's GAN examples: ``compile`` takes ``d_optimizer`` and ``g_optimizer`` and
+    calls ``super().compile()`` without an optimizer (``model.optimizer`` is a default that
+    never steps); ``train_step`` steps both of its own."""
+
+    latent = 4
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.generator = keras.Sequential(
+            [keras.Input((self.latent,)), keras.layers.Dense(FEATURES)]
+        )
+        self.discriminator = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
+        self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer = d_optimizer
+        self.g_optimizer = g_optimizer
+        self.loss_fn = loss_fn
+
+    @property
+    def metrics(self):
+        return [self.d_loss_tracker, self.g_loss_tracker]
+
+    def call(self, z):
+        return self.generator(z)
+
+    def train_step(self, real):
+        batch = tf.shape(real)[0]
+        noise = tf.random.normal((batch, self.latent))
+        fake = self.generator(noise)
+        images = tf.concat([fake, real], axis=0)
+        labels = tf.concat([tf.ones((batch, 1)), tf.zeros((batch, 1))], axis=0)
+        with tf.GradientTape() as tape:
+            d_loss = self.loss_fn(labels, self.discriminator(images))
+        weights = self.discriminator.trainable_weights
+        self.d_optimizer.apply_gradients(zip(tape.gradient(d_loss, weights), weights, strict=True))
+        with tf.GradientTape() as tape:
+            g_loss = self.loss_fn(tf.zeros((batch, 1)), self.discriminator(self.generator(noise)))
+        weights = self.generator.trainable_weights
+        self.g_optimizer.apply_gradients(zip(tape.gradient(g_loss, weights), weights, strict=True))
+        self.d_loss_tracker.update_state(d_loss)
+        self.g_loss_tracker.update_state(g_loss)
+        return {"d_loss": self.d_loss_tracker.result(), "g_loss": self.g_loss_tracker.result()}
+
+
+def build_gan() -> keras.Model:
+    model = GAN()
+    model.compile(
+        d_optimizer=keras.optimizers.Adam(1e-3),
+        g_optimizer=keras.optimizers.Adam(1e-3),
+        loss_fn=keras.losses.BinaryCrossentropy(from_logits=True),
+    )
+    return model
 
 
 def build_autoencoder() -> keras.Model:

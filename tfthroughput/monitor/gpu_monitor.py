@@ -200,10 +200,10 @@ class GPUMonitor(MonitorLifecycle):
         training = self._training
         if training is None:
             return
-        self._iterations_at_epoch_start = optimizer_steps(self.model)
+        first_step = self._epoch_first_step()
         self._last_batch = None
         steps = self.params.get("steps") if self.params else None
-        training.begin_epoch(epoch, self._iterations_at_epoch_start, steps)
+        training.begin_epoch(epoch, first_step, steps)
 
     def on_train_batch_end(self, batch, logs=None):
         self._last_batch = batch

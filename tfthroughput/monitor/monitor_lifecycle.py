@@ -57,6 +57,9 @@ def _unstarted_state() -> dict[str, object]:
         "_example_count": None,  # counts the examples of the batches the fit trains
         "_worker_folder": None,
         "_written_through": None,
+        # The steps this monitor counted itself, once `model.optimizer` is seen not to step
+        # (a GAN whose `train_step` steps optimizers of its own): the step axis from then on.
+        "_own_steps": None,
     }
 
 
@@ -119,11 +122,30 @@ class MonitorLifecycle(keras.callbacks.Callback):
         if now is not None and self._iterations_at_epoch_start is not None:
             epoch = self.params.get("steps") if self.params else None
             iterations = now - self._iterations_at_epoch_start
+            if iterations == 0 and self._last_batch is not None:
+                return self._count_own_steps(self._last_batch + 1)
             counted = trained_steps(iterations, self._last_batch, epoch, spe)
             return max(counted, hooks or 0)
         if hooks is not None:
             return hooks
         return self.params.get("steps") if self.params else None
+
+    def _count_own_steps(self, steps: int) -> int:
+        """An epoch that trained ``steps`` batches while ``model.optimizer`` took no step: the
+        model steps optimizers of its own (a GAN's ``d_optimizer`` and ``g_optimizer``, with
+        ``super().compile()`` leaving ``model.optimizer`` an unused default), so from now on
+        the monitor counts the steps itself; the step axis goes on from the epoch's start."""
+        start = self._own_steps if self._own_steps is not None else self._iterations_at_epoch_start
+        self._own_steps = (start or 0) + steps
+        return steps
+
+    def _epoch_first_step(self) -> int | None:
+        """Steps completed when the epoch begins: the optimizer's count, or the monitor's own
+        where the model's optimizer does not step (:meth:`_count_own_steps`)."""
+        self._iterations_at_epoch_start = optimizer_steps(self.model)
+        if self._own_steps is not None:
+            return self._own_steps
+        return self._iterations_at_epoch_start
 
     def _selected(self, stats: WindowStats) -> WindowStats:
         if self.hardware_metrics is None:
