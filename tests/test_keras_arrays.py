@@ -65,6 +65,35 @@ def test_diagnose_on_arrays_gives_the_verdict_and_advice_of_the_same_tf_data_inp
     assert int(model.optimizer.iterations.numpy()) == 0  # trained, then put back
 
 
+def test_diagnose_and_find_batch_size_take_the_same_spellings_of_arrays():
+    # fit's `x, y`, and `(x, y)` in one tuple (a one-input model, where fit would fail on it).
+    x, y = _arrays()
+    clock = CostClock()
+    reports = [
+        diagnose(
+            _compute_bound(build_regression(), clock), *data, batch_size=BATCH, clock=clock, **QUIET
+        )
+        for data in ((x, y), ((x, y),))
+    ]
+    assert reports[0].batch_size == reports[1].batch_size == BATCH
+    for report in reports:
+        assert report.compute_step_seconds == pytest.approx(0.02)
+    assert reports[0].verdict == reports[1].verdict == COMPUTE_BOUND
+
+    def build() -> keras.Model:  # 10 ms a step on the injected clock
+        return charge_calls(build_regression(), clock, launch=0.0, per_step=0.01)
+
+    searches = [
+        find_batch_size(build, *data, max_batch_size=8, steps=2, clock=clock)
+        for data in ((x, y), ((x, y),))
+    ]
+    assert (
+        searches[0].curve
+        == searches[1].curve
+        == tuple((size, pytest.approx(100.0 * size)) for size in (1, 2, 4, 8))
+    )
+
+
 def test_diagnose_inference_on_unlabeled_arrays_as_predict_reads_them():
     x, _ = _arrays()
     clock = CostClock()
@@ -169,6 +198,13 @@ def test_the_arrays_are_copied_once_while_diagnosing():
             ValueError,
             r"`data\[0\]` and `data\[1\]` must hold the same number of examples .* Received: "
             r"data\[0\] with \[100\], data\[1\] with \[3\] examples",
+        ),
+        (
+            lambda m, x, y: find_batch_size(
+                build_regression, tf.data.Dataset.from_tensor_slices(x), y
+            ),
+            ValueError,
+            r"`y` is for NumPy arrays only, as in `find_batch_size\(build, x, y\)`",
         ),
         (
             lambda m, x, y: find_batch_size(build_regression, (x, y), min_batch_size=128),

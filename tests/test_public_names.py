@@ -237,6 +237,7 @@ PINNED = {
     "find_batch_size": (
         "build_model",
         "data",
+        "y",
         "min_batch_size",
         "max_batch_size",
         "steps",

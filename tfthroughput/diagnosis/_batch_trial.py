@@ -22,9 +22,22 @@ from tfthroughput.diagnosis._timing import _timed_fit
 from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, rss
 
 
-def training_arrays(data: object) -> Arrays | None:
-    """``data`` as arrays, checked and made tensors once, when it is arrays: ``(x, y)``, or
-    ``x`` alone (an array or a dict of them) as ``fit(x)`` takes it; else ``None``."""
+def training_arrays(data: object, y: object = None) -> Arrays | None:
+    """``data`` as arrays, checked and made tensors once, when it is arrays: ``x`` and ``y``
+    as ``fit(x, y)`` takes them, ``(x, y)`` in one tuple, or ``x`` alone (an array or a dict
+    of them) as ``fit(x)`` takes it; else ``None``.
+
+    Raises:
+        ValueError: If ``y`` comes with data that is not arrays ``x``.
+    """
+    if y is not None:
+        if not is_arrays(data) or not is_arrays(y):
+            raise ValueError(
+                "`y` is for NumPy arrays only, as in `find_batch_size(build, x, y)`: a "
+                "dataset or a function of the batch size holds its own targets. Received: "
+                f"y of type {type(y).__name__} with data of type {type(data).__name__}"
+            )
+        return as_arrays(data, y, x_name="data", y_name="y")
     if isinstance(data, tuple) and len(data) == 2 and is_arrays(data[0]):
         if data[1] is None or is_arrays(data[1]):
             return as_arrays(data[0], data[1], x_name="data[0]", y_name="data[1]")

@@ -60,6 +60,30 @@ def measured_input(dataset: object, y: object, batch_size: object) -> Iterator[A
     yield dataset
 
 
+def split_targets(model: object, dataset: object, y: object) -> tuple[object, object]:
+    """``(x, y)`` given as one tuple, as ``find_batch_size(build, (x, y))`` takes it, split
+    into ``x`` and ``y`` for a model of one input, where ``fit`` would fail on it (it reads a
+    tuple as one array per input); anything else as given.
+
+    Example:
+        >>> import numpy as np
+        >>> class OneInput:
+        ...     inputs = [None]
+        >>> x, y = np.zeros((4, 2)), np.zeros((4, 1))
+        >>> split_targets(OneInput(), (x, y), None)[1] is y
+        True
+    """
+    if y is not None or not isinstance(dataset, tuple) or len(dataset) != 2:
+        return dataset, y
+    try:
+        inputs = len(model.inputs)
+    except Exception:  # noqa: BLE001 - an unbuilt subclassed model: read as fit reads it
+        return dataset, y
+    if inputs == 1 and is_arrays(dataset[0]) and is_arrays(dataset[1]):
+        return dataset[0], dataset[1]
+    return dataset, y
+
+
 def input_advice(
     advice: Sequence[Recommendation], dataset: object, call: str = "fit"
 ) -> tuple[Recommendation, ...]:

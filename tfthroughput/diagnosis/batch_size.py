@@ -6,6 +6,7 @@ import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -111,6 +112,7 @@ class BatchSizeSearch:
 def find_batch_size(
     build_model: Callable[[], keras.Model] | None = None,
     data: Callable[[int], tf.data.Dataset] | tf.data.Dataset | None = None,
+    y: Any = None,
     *,
     min_batch_size: int = 1,
     max_batch_size: int = 4096,
@@ -141,7 +143,10 @@ def find_batch_size(
         data: A callable ``batch_size -> tf.data.Dataset`` of batches (or ``->
             keras.utils.PyDataset``, read by ``fit`` with its workers), or an unbatched
             ``tf.data.Dataset`` of examples (repeated, batched with ``drop_remainder=True``,
-            prefetched). Required unless ``trial`` is given.
+            prefetched), or NumPy arrays as ``fit`` takes them: ``x`` (with ``y``), or ``(x,
+            y)`` in one tuple. Required unless ``trial`` is given.
+        y: The targets when ``data`` is arrays ``x``, as in ``fit(x, y)`` and
+            ``diagnose(model, x, y)``. Defaults to ``None``.
         min_batch_size: First and smallest batch size tried. Defaults to ``1``.
         max_batch_size: Largest batch size tried. Defaults to ``4096``.
         steps: Timed training steps per trial (after as many warm-up steps). Defaults to ``5``.
@@ -170,7 +175,7 @@ def find_batch_size(
     _check_search_arguments(
         min_batch_size, max_batch_size, steps, max_trials, memory_limit_mib, clock
     )
-    arrays = None if trial is not None else training_arrays(data)
+    arrays = None if trial is not None else training_arrays(data, y)
     if arrays is not None:  # a batch holds at most every example
         max_batch_size = _within_examples(min_batch_size, max_batch_size, arrays.examples)
     run_trial = _trial_runner(

@@ -16,7 +16,7 @@ from tfthroughput.diagnosis._arguments import (
     check_diagnosis_arguments,
     probe_readings,
 )
-from tfthroughput.diagnosis._inputs import input_advice, measured_input
+from tfthroughput.diagnosis._inputs import input_advice, measured_input, split_targets
 from tfthroughput.diagnosis._measurement import (
     Datasets,
     Decision,
@@ -70,7 +70,9 @@ def diagnose(
         dataset: What ``fit`` would get, at least one batch, repeated as needed: a
             ``tf.data.Dataset`` of batches (global under a strategy; ``x`` alone for a model
             with its own ``train_step``); a ``keras.utils.PyDataset`` (its workers stopped at
-            the end); or NumPy arrays ``x`` (an array, or a tuple, list or dict of them).
+            the end); or NumPy arrays ``x`` (an array, or a tuple, list or dict of them),
+            with ``y``; ``(x, y)`` in one tuple too, as ``find_batch_size`` takes it, for a
+            model of one input.
             A PyDataset and arrays are read through Keras's data adapter, as ``fit`` reads them.
         y: The targets when ``dataset`` is arrays. Defaults to ``None``: unlabeled.
         batch_size: Examples per batch of arrays. Defaults to ``None``: 32, as ``fit``.
@@ -104,6 +106,7 @@ def diagnose(
     """
     if mode not in (TRAINING, INFERENCE):
         raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
+    dataset, y = split_targets(model, dataset, y)
     with measured_input(dataset, y, batch_size) as measured:
         arguments = check_diagnosis_arguments(
             model, measured, steps, repeats, thresholds, utilization_probe, clock, precision,
