@@ -35,6 +35,19 @@ def _regexes(layout) -> list[str]:
     ]
 
 
+def test_the_wait_for_input_is_charted_beside_the_first_row_where_measured():
+    keys = [SampleKey("gpu0", "utilization_percent")]
+    layout = hardware_layout(keys, windows=True, validation=True, wait=True)
+    glance = layout.category[0]
+    assert _titles(glance)[-1] == "waiting for input [%]"
+    assert glance.chart[-1].multiline.tag[0] == r"^window/input/wait_percent$"
+    validation = [c for c in layout.category if c.title.startswith("tfthroughput: validation")]
+    assert validation[0].chart[-1].multiline.tag[0] == r"^validation/input/wait_percent$"
+    evaluate = hardware_layout(keys, phase="evaluate", wait=True).category[0]
+    assert evaluate.chart[-1].multiline.tag[0] == r"^evaluate/input/wait_percent$"
+    assert "waiting for input [%]" not in _titles(hardware_layout(keys).category[0])
+
+
 def test_a_cpu_only_run_gets_no_gpu_chart():
     keys = [SampleKey("host", "cpu_percent"), SampleKey("host", "ram_used_percent")]
     layout = hardware_layout(keys)
@@ -230,6 +243,7 @@ def test_tensorboard_serves_gpu_charts_beside_the_loss(tmp_path, tensorboard_ser
         "GPU utilization [%]",
         "SM activity [%]",
         "examples per second",
+        "waiting for input [%]",
     ]
     _assert_every_chart_has_data(layout, tags["hardware"])
 
@@ -249,13 +263,14 @@ def test_a_cpu_run_shows_no_gpu_chart_and_its_diagnosis_as_text(tmp_path, tensor
     assert [c["title"] for c in layout["category"][0]["chart"]] == [
         "examples per second",  # the batch size is read from the fit
         "host CPU [%]",
+        "waiting for input [%]",
     ]
     _assert_every_chart_has_data(layout, tags["hardware"])
 
     text_tags = _wait_for(
         tensorboard_server, "/data/plugin/text/tags", lambda found: "hardware" in found
     )
-    assert text_tags["hardware"] == ["diagnosis/report"]
+    assert sorted(text_tags["hardware"]) == ["diagnosis/report", "input/reading"]
     entries = _get_json(
         tensorboard_server, "/data/plugin/text/text", run="hardware", tag="diagnosis/report"
     )

@@ -45,6 +45,7 @@ WANTED = {
     "tfthroughput_gpu_sm_activity_percent",
     "tfthroughput_joules_per_example",
     "tfthroughput_gpu_busy_but_idle_percent",
+    "tfthroughput_input_wait_percent",
 }
 # GPU-Util three times SM activity: the busy-but-idle gap is 40 points, and the monitor warns.
 UTILIZATION, SM_ACTIVITY = 60.0, 20.0

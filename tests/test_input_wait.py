@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from events import read_scalars
+from events import read_scalars, summary_values
 from readme import logged_tags_table
 
 from tfthroughput.monitor.input_wait import TAG, PhaseWait, wait_percent, waited_reader
@@ -206,11 +206,16 @@ def test_a_prefetched_input_made_while_the_consumer_works_is_not_waited_for():
     assert count.waited() - first < 7 * 0.02 / 2
 
 
-def test_an_input_bound_fit_spends_its_known_share_waiting(tmp_path):
+def test_an_input_bound_fit_spends_its_known_share_waiting(tmp_path, capsys):
     _model().fit(
-        _slow_dataset(), epochs=1, verbose=0, callbacks=[_monitor(tmp_path, update_freq=4)]
+        _slow_dataset(), epochs=1, verbose=2, callbacks=[_monitor(tmp_path, update_freq=4)]
     )
     scalars = read_scalars(tmp_path / "hw")
+    # Its reading: a text entry for the epoch, and the fit's line when it ends (verbose).
+    [(step, entry)] = summary_values(tmp_path / "hw", "text")
+    text = entry.tensor.string_val[0].decode()
+    assert (step, entry.tag) == (0, "input/reading") and text.startswith("input-bound (")
+    assert f"GPUMonitor: {text}" in capsys.readouterr().out.splitlines()
     [(_, share)] = scalars["input/wait_percent"]
     [(_, seconds)] = scalars["epoch/seconds"]
     _assert_known_share(share, seconds, BATCHES)
@@ -240,11 +245,14 @@ def test_a_prefetched_input_slower_than_the_step(tmp_path):
     _assert_input_bound_ahead(share, seconds, BATCHES)
 
 
-def test_a_prefetched_input_faster_than_the_step_is_near_zero(tmp_path):
+def test_a_prefetched_input_faster_than_the_step_is_near_zero(tmp_path, capsys):
     x, y = _rows()
     _model().fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[_monitor(tmp_path)])
     [(_, share)] = read_scalars(tmp_path / "hw")["input/wait_percent"]
     assert share < 10  # each batch sliced from memory during a 10 ms step
+    [(_, entry)] = summary_values(tmp_path / "hw", "text")
+    assert entry.tensor.string_val[0].decode().startswith("the step itself is the limit")
+    assert "GPUMonitor" not in capsys.readouterr().out  # verbose=0: no line
 
 
 def test_a_generator_and_a_py_dataset(tmp_path):

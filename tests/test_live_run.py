@@ -58,6 +58,7 @@ def test_a_run_without_samples_still_gets_its_throughput_layout(tmp_path):
     # The batch size is read from the fit, so examples/s leads; the throughput row follows.
     assert _chart_titles(layouts[0]) == [
         "examples per second",
+        "waiting for input [%]",  # the fit's input is counted, so its wait is timed
         "steps per second",
         "examples per second",
         "training time [s]",

@@ -59,6 +59,8 @@ def expected_series(tensorboard: dict, step: int, labels: dict) -> dict:
             continue
         if len(parts) == 2 and parts[1] in FIGURE_GAUGES:
             name, extra = FIGURE_GAUGES[parts[1]], {}
+        elif tag == "window/input/wait_percent":
+            name, extra = "input_wait_percent", {}
         elif len(parts) == 4 and parts[3] != "samples":  # window/<source>/<metric>/<statistic>
             source, metric, statistic = parts[1:]
             gpu = {"gpu": source.removeprefix("gpu")} if source.startswith("gpu") else {}
@@ -102,6 +104,7 @@ def test_the_endpoint_shows_the_latest_window_with_the_event_files_values(tmp_pa
         counted = frozenset(labels.items())
         assert page[("tfthroughput_steps_total", counted)] == last_window
         assert page[("tfthroughput_examples_total", counted)] == last_window * BATCH_SIZE
+        assert ("tfthroughput_input_wait_percent", frozenset(labels.items())) in expected
     assert len(scrape.pages) == 2 and len(expected) >= 10
     # It stops with the fit.
     assert sink.url is None

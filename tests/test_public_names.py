@@ -279,6 +279,7 @@ PINNED = {
         "scalars",
         "figures",
         "stats",
+        "wait_percent",
     ),
     "Metric": ("name", "unit"),
     "MLflowSink": ("run_id", "start_run", "tracking_uri", "flush_interval", "close_timeout"),

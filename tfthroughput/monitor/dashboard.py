@@ -7,7 +7,9 @@ the first window or epoch has shown what exists, and again if more appears later
 
 Its first row answers "is the accelerator busy, and how fast is training?": GPU utilization,
 SM activity where the GPUs report it, and examples/s (steps/s without ``batch_size``; host CPU
-when there is no GPU), per window when the monitor cuts windows, else per epoch.
+when there is no GPU), and the share of the time spent waiting for batches
+(``input/wait_percent``, where it is measured), per window when the monitor cuts windows, else
+per epoch.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ _GLANCE_GPU_CHARTS = (
 WINDOW_PREFIX = "window/"
 # Tag prefix of an epoch's validation (see tfthroughput.monitor.epoch_parts).
 VALIDATION_PREFIX = "validation/"
+# The chart of `input/wait_percent` (tfthroughput.monitor.input_wait).
+WAIT_CHART = "waiting for input [%]"
 
 
 def hardware_layout(
@@ -47,6 +51,7 @@ def hardware_layout(
     windows: bool = False,
     validation: bool = False,
     phase: str | None = None,
+    wait: bool = False,
 ) -> layout_pb2.Layout:
     """The layout for a run that measured ``keys``.
 
@@ -63,6 +68,8 @@ def hardware_layout(
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for the run of such
             calls, whose tags all start with ``<phase>/`` (windows with ``<phase>/window/``,
             x-axis the batches of such calls so far) and whose per-epoch charts are per call.
+        wait: Whether ``input/wait_percent`` is measured: charted in the first row (and in
+            the validation's).
 
     Returns:
         Categories: "at a glance" first; then, with windows, GPUs (with GPU-Util against SM
@@ -79,12 +86,12 @@ def hardware_layout(
     per_source = functools.partial(
         _source_categories, families, {key.metric for key in totals}, shown, first, names.name
     )
-    categories = [_glance_category(names, gpu_metrics, host_metrics, first, examples)]
+    categories = [_glance_category(names, gpu_metrics, host_metrics, first, examples, wait)]
     if windows:
         categories += per_source(names.prefix, names.per)
     categories.append(_throughput_category(phase, examples))
     if validation and phase is None:
-        categories.append(_validation_category(gpu_metrics, host_metrics, first, examples))
+        categories.append(_validation_category(gpu_metrics, host_metrics, first, examples, wait))
     categories += per_source(names.base, f"per {names.unit}")
     return layout_pb2.Layout(category=categories)
 
@@ -137,6 +144,7 @@ def _glance_category(
     host_metrics: Sequence[str],
     first: str,
     examples: bool,
+    wait: bool,
 ) -> layout_pb2.Category:
     """The first row: is the accelerator busy, and how fast is training?"""
     prefix, figures = names.prefix, names.figures
@@ -151,6 +159,8 @@ def _glance_category(
         glance.append(_chart("steps per second", rf"^{figures}/steps_per_second$"))
     if not gpu_metrics and "cpu_percent" in host_metrics:
         glance.append(_chart("host CPU [%]", rf"^{prefix}host/cpu_percent/{first}$"))
+    if wait:  # beside GPU-Util, why the device idles: the share of time waiting for batches
+        glance.append(_chart(WAIT_CHART, rf"^{prefix}input/wait_percent$"))
     return _category(f"tfthroughput: {names.name}at a glance ({names.per})", glance)
 
 
@@ -211,7 +221,7 @@ def _throughput_category(phase: str | None, examples: bool) -> layout_pb2.Catego
 
 
 def _validation_category(
-    gpu_metrics: Sequence[str], host_metrics: Sequence[str], first: str, examples: bool
+    gpu_metrics: Sequence[str], host_metrics: Sequence[str], first: str, examples: bool, wait: bool
 ) -> layout_pb2.Category:
     """The validation inside ``fit``, per epoch: its pace and what the hardware did meanwhile."""
     figure = "examples_per_second" if examples else "steps_per_second"
@@ -224,6 +234,8 @@ def _validation_category(
             charts.append(_chart(f"{title} [%]", rf"^{VALIDATION_PREFIX}gpu\d+/{metric}/{first}$"))
     if "cpu_percent" in host_metrics:
         charts.append(_chart("host CPU [%]", rf"^{VALIDATION_PREFIX}host/cpu_percent/{first}$"))
+    if wait:
+        charts.append(_chart(WAIT_CHART, rf"^{VALIDATION_PREFIX}input/wait_percent$"))
     return _category("tfthroughput: validation (per epoch)", charts)
 
 

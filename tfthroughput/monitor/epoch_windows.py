@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from tfthroughput._validation import parse_duration
 from tfthroughput.hardware.window_stats import WindowStats, merge_windows
+from tfthroughput.monitor.input_wait import PhaseWait
 
 PER_EPOCH = "epoch"
 
@@ -118,9 +119,18 @@ class EpochWindows:
         start: When it began, on the monitor's clock.
         first_step: Optimizer steps completed when it began.
         first_index: The index its first window gets.
+        wait: The run's wait for batches, begun with the epoch: each window gets its share.
     """
 
-    def __init__(self, epoch: int, start: float, first_step: int, first_index: int) -> None:
+    def __init__(
+        self,
+        epoch: int,
+        start: float,
+        first_step: int,
+        first_index: int,
+        wait: PhaseWait | None = None,
+    ) -> None:
+        self.wait = PhaseWait(None) if wait is None else wait
         self.epoch = epoch
         self.start = start
         self.first_step = first_step
@@ -144,6 +154,7 @@ class EpochWindows:
         """
         self._parts.append(stats)
         steps = step - self.window_first_step
+        wait = self.wait.window(now - self.window_start)  # the next window's wait begins
         if steps <= 0:
             return None
         window = Window(
@@ -153,10 +164,32 @@ class EpochWindows:
             steps=steps,
             seconds=now - self.window_start,
             stats=stats,
+            wait_percent=wait,
         )
         self.window_start, self.window_first_step = now, step
         self.next_index += 1
         return window
+
+    def end(
+        self, step: int, update: UpdateFrequency, now: float, written_through: int | None
+    ) -> int | None:
+        """The step the open window ends at, once ``step`` steps are done at ``now``; None if
+        not due.
+
+        By steps: the last multiple of ``update.batches`` (from the window's start) that
+        ``step`` reached. By time: ``step`` itself, once the window's time is up. Never at or
+        below ``written_through``, a step written before a resume.
+        """
+        first = self.window_first_step
+        if update.batches is not None:
+            end = first + (step - first) // update.batches * update.batches
+        elif update.seconds is not None and now - self.window_start >= update.seconds:
+            end = step
+        else:
+            return None
+        if end <= first or (written_through is not None and end <= written_through):
+            return None
+        return end
 
     def epoch_stats(self) -> WindowStats:
         """The epoch as one window: every sample of its windows together, totals added up."""

@@ -185,6 +185,11 @@ class EventWriter:
         """
         self._hand_off(("scalars", self._wall_clock(), step, dict(scalars)), f"{what} {step}")
 
+    def write_summary(self, step: int, summary, what: str) -> None:
+        """Hand one ``Summary`` (a Text-tab entry, say) at ``step`` to the writer thread."""
+        record = _serialized(wall_time=self._wall_clock(), step=step, summary=summary)
+        self._hand_off(("record", record), what)
+
     def write_layout(self, layout) -> None:
         """Write the Custom Scalars layout (TensorBoard shows the latest one written)."""
         record = _serialized(wall_time=self._wall_clock(), step=0, summary=layout_summary(layout))
@@ -241,6 +246,8 @@ class EventWriter:
             return  # counted as lost by close
         if item[0] == "layout":
             record = self._layout = item[1]
+        elif item[0] == "record":
+            record = item[1]
         else:
             _, wall_time, step, scalars = item
             record = _serialized(wall_time=wall_time, step=step, summary=scalar_summary(scalars))

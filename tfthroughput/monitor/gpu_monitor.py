@@ -234,7 +234,11 @@ class GPUMonitor(MonitorLifecycle):
                 )
 
     def on_train_end(self, logs=None):
+        training = self._training
+        line = None if training is None else training.fit_wait.reading()
         self._shutdown()
+        if line is not None and (self.params or {}).get("verbose", 1) != 0:
+            print(f"GPUMonitor: {line}")  # the fit's reading, after Keras's last epoch line
 
     # Validation inside fit, and evaluate and predict on their own ---------------------------
     # An epoch's validation ends the epoch's training part (tfthroughput.monitor.epoch_parts);

@@ -31,7 +31,6 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from tfthroughput.hardware.sampler import Sampler
 from tfthroughput.hardware.source import MonitoringWarning
@@ -42,6 +41,7 @@ from tfthroughput.monitor.epoch_windows import EpochWindows, UpdateFrequency, Wi
 from tfthroughput.monitor.event_writer import EventWriter
 from tfthroughput.monitor.events import overstated_utilization_warning
 from tfthroughput.monitor.example_count import Snapshot, StepExamples
+from tfthroughput.monitor.input_reading import FitWait
 from tfthroughput.monitor.input_wait import PhaseWait
 from tfthroughput.monitor.measurements import epoch_measurement, window_measurement
 from tfthroughput.monitor.run_layout import RunLayout
@@ -92,6 +92,7 @@ class LiveRun:
         self.batch_size = batch_size  # global: examples per step across every replica
         self.examples = StepExamples(count, batch_size)  # examples per step, as counted
         self.wait = PhaseWait(waited)  # the share of each phase and window waiting for input
+        self.fit_wait = FitWait()  # the same over the whole fit, for its last line
         self.cluster: ClusterExchange | None = None  # under MultiWorkerMirroredStrategy
         self._clock = clock
         self._select = select
@@ -106,6 +107,7 @@ class LiveRun:
             examples=batch_size is not None or count is not None,
             windows=not update.per_epoch,
             phase=phase,
+            wait=waited is not None,
         )
         self._last_batch: int | None = None
         self.finished = False
@@ -139,7 +141,7 @@ class LiveRun:
             self.sampler.collect()  # drop samples taken between epochs
             if first_step is not None:
                 self.last_step = first_step
-            self.windows = EpochWindows(epoch, start, self.last_step, self.window_count)
+            self.windows = EpochWindows(epoch, start, self.last_step, self.window_count, self.wait)
             self.examples.begin_epoch(self.last_step)
             self.wait.begin()
 
@@ -181,7 +183,7 @@ class LiveRun:
             stats = self._select(self.sampler.collect(sample_now=True))
             now = self._clock()
             self.last_step = max(self.last_step, windows.first_step if step is None else step)
-            self._publish(self._cut_window(windows, stats, now, self.last_step))
+            self._publish(windows.cut(stats, now, self.last_step))
             self._training_part = (
                 windows.epoch,
                 windows.epoch_stats(),
@@ -214,6 +216,7 @@ class LiveRun:
         """
         parts = self._end_parts(epoch, steps)
         self.write_epoch(epoch, parts)
+        self.fit_wait.write_reading(self.writer, epoch, parts.training, self.phase)
         if self.phase is None:
             self._warn_if_utilization_overstates(parts.training.stats, epoch)
             if self.cluster is not None:  # every worker, every epoch: the others wait for it
@@ -239,10 +242,10 @@ class LiveRun:
                 )
             begun = windows is not None
             if windows is None:
-                windows = EpochWindows(epoch, now, self.last_step, self.window_count)
+                windows = EpochWindows(epoch, now, self.last_step, self.window_count, self.wait)
             step = max(self.last_step, windows.first_step + (steps or 0))
             self.last_step = step
-            self._publish(self._cut_window(windows, self._select(collected), now, step))
+            self._publish(windows.cut(self._select(collected), now, step))
             epoch_stats = windows.epoch_stats()
             self.layout.show(epoch_stats, force=True)
             batch_size = self.examples.epoch(steps)  # after the epoch's last window
@@ -272,7 +275,7 @@ class LiveRun:
             windows, self.windows = self.windows, None
             if windows is not None:  # fit ended inside an epoch: keep what was sampled
                 stats = self._select(self.sampler.collect())
-                window = self._cut_window(windows, stats, self._clock(), self.last_step)
+                window = windows.cut(stats, self._clock(), self.last_step)
                 if self.phase is None and self.last_step > windows.first_step:
                     # A fit cut short: a window where it stopped, not an epoch point that a
                     # resumed fit would write again.
@@ -318,35 +321,11 @@ class LiveRun:
             if end is None:
                 return  # the epoch ended meanwhile, or another thread cut this window
             stats = self._select(self.sampler.collect(sample_now=sample_now))
-            self._publish(self._cut_window(windows, stats, self._clock(), end))
-
-    def _cut_window(
-        self, windows: EpochWindows, stats: WindowStats, now: float, step: int
-    ) -> Window | None:
-        """``windows.cut``, with the window's wait share; the next window's wait begins."""
-        seconds = now - windows.window_start
-        window = windows.cut(stats, now, step)
-        wait = self.wait.window(seconds)
-        return None if window is None else replace(window, wait_percent=wait)
+            self._publish(windows.cut(stats, self._clock(), end))
 
     def _window_end(self, windows: EpochWindows, step: int) -> int | None:
-        """The step the open window ends at, once ``step`` steps are done; None if not due.
-
-        By steps: the last multiple of ``update_freq`` (from the window's start) that ``step``
-        reached. By time: ``step`` itself, once the window's time is up. Never at or below a
-        step written before a resume.
-        """
-        first = windows.window_first_step
-        if self.update.batches is not None:
-            every = self.update.batches
-            end = first + (step - first) // every * every
-        elif self._clock() - windows.window_start >= self.update.seconds:
-            end = step
-        else:
-            return None
-        if end <= first or (self.written_through is not None and end <= self.written_through):
-            return None
-        return end
+        """The step the open window ends at after ``step`` steps (see ``EpochWindows.end``)."""
+        return windows.end(step, self.update, self._clock(), self.written_through)
 
     def _publish(self, window: Window | None, *, always: bool = False) -> None:
         """Make a window visible: to readers always, in TensorBoard when windows are asked for

@@ -73,6 +73,7 @@ def epoch_measurement(
         scalars,
         figures,
         training.stats,
+        training.wait_percent,
     )
 
 
@@ -95,4 +96,5 @@ def window_measurement(
         ),
         figures,
         window.stats,
+        window.wait_percent,
     )

@@ -23,6 +23,7 @@ class RunLayout:
         statistics: The statistics the monitor logs.
         examples: Whether ``examples_per_second`` is logged.
         windows: Whether the monitor writes windows inside epochs.
+        wait: Whether ``input/wait_percent`` is measured.
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such calls.
     """
 
@@ -34,12 +35,14 @@ class RunLayout:
         examples: bool,
         windows: bool,
         phase: str | None,
+        wait: bool = False,
     ) -> None:
         self._writer = writer
         self._statistics = statistics
         self._examples = examples
         self._windows = windows
         self._phase = phase
+        self._wait = wait
         self._keys: frozenset[SampleKey] | None = None  # what the written layout shows
         self._totals: frozenset[SampleKey] = frozenset()
         self._validation = False  # whether the written layout shows validation
@@ -65,5 +68,6 @@ class RunLayout:
             windows=self._windows,
             validation=self._validation,
             phase=self._phase,
+            wait=self._wait,
         )
         self._writer.write_layout(layout)

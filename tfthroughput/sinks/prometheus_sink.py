@@ -11,6 +11,8 @@ Exposed (every series labelled ``run`` and ``task``; GPU series also ``gpu``, th
   latest window's statistics (gauges), the same values as the TensorBoard tags
   ``window/gpu0/utilization_percent/mean`` and so on.
   ``tfthroughput_gpu_busy_but_idle_percent{gpu}`` where SM activity is read.
+- ``tfthroughput_input_wait_percent``: the latest window's share of time spent waiting for
+  batches (``input/wait_percent``), where the monitor measures it.
 - ``tfthroughput_steps_total``, ``tfthroughput_examples_total`` and
   ``tfthroughput_gpu_energy_joules_total{gpu}``: counters over the ``fit``.
 
@@ -168,6 +170,10 @@ class PrometheusSink(Sink):
                 self._gauge(FIGURE_GAUGES[figure], f"The latest window's {figure}.").labels(
                     **self._labels
                 ).set(value)
+        if measurement.wait_percent is not None:
+            self._gauge(
+                "input_wait_percent", "The latest window's share of time waiting for batches."
+            ).labels(**self._labels).set(measurement.wait_percent)
         if measurement.steps:
             self._counter("steps", "Optimizer steps taken in the fit.").labels(**self._labels).inc(
                 measurement.steps

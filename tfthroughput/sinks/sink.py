@@ -65,6 +65,8 @@ class Measurement:
         figures: Its throughput figures without prefix: ``seconds``, ``steps_per_second``,
             ``examples_per_second``, ``joules_per_example``, each where known.
         stats: The statistics behind the scalars, per ``(source, metric)``.
+        wait_percent: Share of its wall time the loop waited for its next batch
+            (``input/wait_percent``), where measured.
     """
 
     kind: str
@@ -76,6 +78,7 @@ class Measurement:
     scalars: Mapping[str, float]
     figures: Mapping[str, float] = field(default_factory=dict)
     stats: WindowStats = field(default_factory=lambda: _NO_STATS)
+    wait_percent: float | None = None
 
     @property
     def examples(self) -> int | None:
