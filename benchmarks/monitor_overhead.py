@@ -33,6 +33,7 @@ With ``--sink prometheus`` a ``PrometheusSink`` serves the figures on loopback a
 loop scrapes it every second (Prometheus's default is every 15 s).
 
     python benchmarks/monitor_overhead.py [--repeats 9] [--epochs 3] [--examples 48000]
+        [--validation-batch 6]
         [--window 10s] [--sink {none,mlflow,prometheus}] [--mlflow-uri URI]
 """
 
@@ -60,6 +61,7 @@ from tfthroughput.hardware import Sampler, default_sources
 from tfthroughput.monitor.epoch_windows import parse_update_freq  # noqa: E402
 
 BATCH_SIZE = 64
+VALIDATION_BATCH = BATCH_SIZE  # set from --validation-batch
 
 
 class TimedMonitor(GPUMonitor):
@@ -227,7 +229,8 @@ def build(examples: int):
 
 def timed_fit(model, x, y, epochs: int, callbacks) -> tuple[float, float]:
     """Wall seconds and process CPU seconds (all threads) of one fit, validating each epoch on
-    the last quarter of the data."""
+    the last quarter of the data, in batches of ``VALIDATION_BATCH`` (``--validation-batch``;
+    a small one makes the many short validation batches of a heavy validation)."""
     train = len(x) * 4 // 5
     start, cpu_start = time.perf_counter(), time.process_time()
     model.fit(
@@ -238,6 +241,7 @@ def timed_fit(model, x, y, epochs: int, callbacks) -> tuple[float, float]:
         verbose=0,
         callbacks=callbacks,
         validation_data=(x[train:], y[train:]),
+        validation_batch_size=VALIDATION_BATCH,
     )
     return time.perf_counter() - start, time.process_time() - cpu_start
 
@@ -309,6 +313,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--examples", type=int, default=48_000)
+    parser.add_argument(
+        "--validation-batch", type=int, default=None, help="validation batch size (default: fit's)"
+    )
     parser.add_argument("--window", default="10s", help="update_freq of the windowed mode")
     parser.add_argument("--sink", choices=("none", "mlflow", "prometheus"), default="none")
     parser.add_argument("--mlflow-uri", default=None, help="tracking server for --sink mlflow")
@@ -321,13 +328,15 @@ def main() -> None:
 
 
 def run(args, new_sinks, sink_thread_seconds, stack) -> None:
+    global VALIDATION_BATCH
+    VALIDATION_BATCH = args.validation_batch or BATCH_SIZE
 
     sample_seconds = seconds_per_sample()
     sources = ", ".join(source.name for source in default_sources())
     print(f"one sample of [{sources}] takes {sample_seconds * 1e6:.0f} us")
     train = args.examples * 4 // 5
     steps = args.epochs * -(-train // BATCH_SIZE)
-    validation_batches = args.epochs * -(-(args.examples - train) // BATCH_SIZE)
+    validation_batches = args.epochs * -(-(args.examples - train) // VALIDATION_BATCH)
     predict_batches = -(-args.examples // BATCH_SIZE)
     hook_seconds = {mode: seconds_per_step_hook(mode) for mode in ("epoch", args.window)}
     print(

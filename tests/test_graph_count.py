@@ -29,9 +29,10 @@ ROWS = np.arange(30, dtype="float32").reshape(10, 3)
         tf.data.Dataset.from_tensor_slices(Pair(ROWS, ROWS[:, 0])),  # a namedtuple
     ],
 )
-def test_elements_pass_unchanged_and_each_batch_is_counted(dataset):
+@pytest.mark.parametrize("timed", [True, False])  # with the wait's clock (no strategy), or not
+def test_elements_pass_unchanged_and_each_batch_is_counted(dataset, timed):
     batched = dataset.batch(4)  # 4, 4 and a last batch of 2
-    count = GraphCount(recent=8)
+    count = GraphCount(recent=8, timed=timed)
     counted = count.counting(batched)
     assert counted.element_spec == batched.element_spec
     for mine, theirs in zip(counted, batched, strict=True):
@@ -39,6 +40,7 @@ def test_elements_pass_unchanged_and_each_batch_is_counted(dataset):
     snapshot = count.snapshot()
     assert snapshot[:2] == (3, 10)
     assert [examples_through(snapshot, n) for n in (3, 2, 1, 0)] == [10, 8, 4, 0]
+    assert (count.waited() is None) is not timed
 
 
 def test_ragged_batches_are_counted_by_their_rows():
@@ -46,3 +48,23 @@ def test_ragged_batches_are_counted_by_their_rows():
     count = GraphCount(recent=4)
     assert [batch.shape[0] for batch in count.counting(ragged.batch(2))] == [2, 1]
     assert count.snapshot()[:2] == (2, 3)
+
+
+def test_an_iterator_counted_before_keeps_its_pipeline_and_counts_from_zero():
+    # Keras keeps a fit's validation iterator from epoch to epoch: counted again, it is not
+    # rebuilt (nor its stage traced again), and its count starts over.
+    from keras.src.backend.tensorflow.trainer import TFEpochIterator
+
+    iterator = TFEpochIterator(
+        x=ROWS, y=ROWS[:, :1], batch_size=4, distribute_strategy=tf.distribute.get_strategy()
+    )
+    count = GraphCount.attach(iterator, recent=8)
+    counted = iterator._distributed_dataset
+    assert [len(batch[0]) for batch in counted] == [4, 4, 2]
+    assert count.snapshot()[:2] == (3, 10) and count.waited() >= 0
+
+    again = GraphCount.attach(iterator, recent=8)
+    assert again is count and iterator._distributed_dataset is counted
+    assert count.snapshot()[:2] == (0, 0) and count.waited() == 0
+    assert [len(batch[0]) for batch in counted] == [4, 4, 2]
+    assert count.snapshot()[:2] == (3, 10)
