@@ -12,6 +12,7 @@ four times ``C`` the band is a few points wide around the known share.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -246,12 +247,13 @@ def test_a_prefetched_input_slower_than_the_step(tmp_path):
 
 
 def test_a_prefetched_input_faster_than_the_step_is_near_zero(tmp_path, capsys):
-    x, y = _rows()
+    x, y = _rows(48 * 4)  # 48 steps of at least 10 ms: the first batch's wait weighs little
     _model().fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[_monitor(tmp_path)])
     [(_, share)] = read_scalars(tmp_path / "hw")["input/wait_percent"]
-    assert share < 10  # each batch sliced from memory during a 10 ms step
+    assert share < 25  # each batch sliced from memory during a 10 ms step (input-bound: > 75)
     [(_, entry)] = summary_values(tmp_path / "hw", "text")
-    assert entry.tensor.string_val[0].decode().startswith("the step itself is the limit")
+    shown = re.search(r"\((\d+) % of the time waiting", entry.tensor.string_val[0].decode())
+    assert abs(int(shown[1]) - share) <= 0.5 + 1e-3  # the tag's value, rounded for reading
     assert "GPUMonitor" not in capsys.readouterr().out  # verbose=0: no line
 
 
@@ -298,7 +300,7 @@ def test_validation_evaluate_and_predict_have_their_own_share(tmp_path):
     [(_, training)] = scalars["input/wait_percent"]
     [(_, validation)] = scalars["validation/input/wait_percent"]
     [(_, validation_seconds)] = scalars["validation/seconds"]
-    assert training < 10
+    assert training < 25  # arrays sliced from memory during the step
     assert validation >= 100 * BATCHES * SLEEP / validation_seconds - SLACK
     assert history.history["input_wait_percent"] == [pytest.approx(training)]
     assert history.history["val_input_wait_percent"] == [pytest.approx(validation)]

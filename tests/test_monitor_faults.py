@@ -66,7 +66,13 @@ def _once_epoch_0_is_on_disk(run_dir, action):
 
     def wait_then_act():
         deadline = time.monotonic() + 10
-        while not read_scalars(run_dir).get("epoch/seconds") and time.monotonic() < deadline:
+
+        def written() -> bool:  # the epoch's scalars, then its reading, queued right after
+            return bool(read_scalars(run_dir).get("epoch/seconds")) and bool(
+                summary_values(run_dir, "text")
+            )
+
+        while not written() and time.monotonic() < deadline:
             time.sleep(0.01)
         action()
 
@@ -127,7 +133,8 @@ def test_a_diagnosis_written_in_the_run_folder_in_the_fits_second_loses_nothing(
     scalars = read_scalars(run_dir)
     assert len(scalars["window/host/cpu_percent/mean"]) == 2  # its two windows of 2 steps
     assert _steps(scalars, "host/cpu_percent/mean") == [0]
-    assert len(summary_values(run_dir, "text")) == 1  # the report itself
+    texts = sorted(value.tag for _, value in summary_values(run_dir, "text"))
+    assert texts == ["diagnosis/report", "input/reading"]  # the report, the epoch's reading
     assert len(summary_values(run_dir, "custom_scalars")) == 1  # the layout
 
 
@@ -168,8 +175,8 @@ def test_a_write_fault_mid_fit_is_warned_once_and_counted_and_training_goes_on(
     # count at the end: never once per window or epoch.
     assert 1 <= len(told) <= 2, told
     assert f"OSError: {reason}" in told[0]
-    # After the fault: the windows at steps 6, 8, 10, 12 and epochs 1 and 2.
-    assert re.search(r": 6 of \d+ record\(s\) were not written", told[-1]), told
+    # After the fault: the windows at steps 6, 8, 10, 12, epochs 1 and 2 and their readings.
+    assert re.search(r": 8 of \d+ record\(s\) were not written", told[-1]), told
     scalars = read_scalars(tmp_path / "hardware")  # what came before the fault is all there
     assert _steps(scalars, "window/gpu0/utilization_percent/mean") == [2, 4]
     assert _steps(scalars, "gpu0/utilization_percent/mean") == [0]
@@ -231,7 +238,9 @@ def test_a_real_disk_filled_mid_fit_is_warned_once_and_counted(tmp_path):
             for step, _ in points
         }
         layouts = len(summary_values(run_dir, "custom_scalars"))
-        assert lost >= 1 and len(windows) + len(epochs) + layouts + lost == handed_off
+        readings = len(summary_values(run_dir, "text"))  # each epoch's input/reading
+        written = len(windows) + len(epochs) + layouts + readings
+        assert lost >= 1 and written + lost == handed_off
         assert 0 in epochs and 2 not in epochs  # written before the disk filled; not after
         assert len(event_files(run_dir)) == 1  # no empty file left by the attempts
 
