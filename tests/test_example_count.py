@@ -252,3 +252,28 @@ def test_the_sinks_get_the_whole_examples_of_each_epoch(tmp_path):
     )
     _model().fit(x, y, batch_size=BATCH, epochs=1, callbacks=[monitor], verbose=0)
     assert sink.examples == [("window", 64), ("window", 36), ("epoch", 100)]
+
+
+def test_the_host_count_times_each_wait_for_a_batch_on_the_monitors_clock():
+    # Under JAX and PyTorch the loop asks the epoch iterator for each batch on the host: the
+    # count times that `next` on the clock it is given, and nothing of the step after it.
+    from fakes import FakeClock
+
+    from tfthroughput.monitor.example_count import HostCount
+
+    clock = FakeClock()
+
+    class EpochIterator:  # Keras's epoch iterator, as far as the count uses it
+        def _get_iterator(self):
+            for size in (4, 4, 2):
+                clock.advance(0.03)  # making each batch costs 30 ms
+                yield np.zeros((size, 3))
+
+    iterator = EpochIterator()
+    count = HostCount(iterator, clock)
+    for _ in iterator._get_iterator():
+        clock.advance(0.01)  # the step: 10 ms, not waited for
+    assert count.waited() == pytest.approx(3 * 0.03)
+    assert count.snapshot()[:2] == (3, 10)
+    count.detach()
+    assert "_get_iterator" not in vars(iterator)
