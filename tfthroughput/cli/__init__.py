@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 from tfthroughput import __version__
 from tfthroughput._optional import missing_package_error
-from tfthroughput.cli import demo, info, report, run, service, tune
+from tfthroughput.cli import compare, demo, info, report, run, service, tune
 from tfthroughput.cli.options import add_verbose
 
 __all__ = ["main"]
 
 # The commands, in the order `--help` lists them.
-_COMMANDS = (run, demo, info, report, service, tune)
+_COMMANDS = (run, compare, demo, info, report, service, tune)
 # Failures a user causes and can fix from the message alone; anything else is reported with its
 # type, and --verbose shows where it came from.
 _USER_ERRORS = (ImportError, OSError, TypeError, ValueError)

@@ -83,9 +83,9 @@ def add(commands: SubParsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the script and report; returns the script's exit code (2 for bad input)."""
     try:
-        target, script_args = _target(args)
         sinks = _sinks(args.sink)
         gate = _gate(args)
+        target, script_args = _target(args)
     except (ScriptNotFound, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
