@@ -6,15 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from events import read_scalars
-from interruptible import interruptible_popen
+from script_runs import run_command, write_script
 
-ROOT = Path(__file__).resolve().parents[1]
 RULE = "-" * 78
 
 # Two fits (arrays, then tf.data), a predict, a class pickled through __main__, argparse over
@@ -79,22 +76,6 @@ model.fit(x, x[:, :1], epochs=50, verbose=0, callbacks=[CtrlC()])
 """
 
 
-def run_command(args, cwd, popen=False, **kwargs):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
-    paths = [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
-    command = [sys.executable, "-m", "tfthroughput.cli", "run", *args]
-    if popen:
-        return interruptible_popen(command, cwd=cwd, env=env, text=True, **kwargs)
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def _write(folder: Path, name: str, source: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(source))
-    return path
-
-
 def _summary(stderr: str) -> list[str]:
     """The summary's lines, between its two rules."""
     lines = stderr.splitlines()
@@ -103,7 +84,7 @@ def _summary(stderr: str) -> list[str]:
 
 
 def test_a_script_runs_as_main_with_every_call_monitored_and_keeps_its_exit_code(tmp_path):
-    script = _write(tmp_path, "train.py", TRAIN)
+    script = write_script(tmp_path, "train.py", TRAIN)
     result = run_command(
         ["--log-dir", "runs", "train.py", "--epochs", "3", "--out", "x"], cwd=tmp_path
     )
@@ -140,8 +121,8 @@ def test_a_script_runs_as_main_with_every_call_monitored_and_keeps_its_exit_code
 
 def test_an_error_prints_pythons_traceback_then_the_summary_and_exits_1(tmp_path):
     (tmp_path / "job").mkdir()
-    _write(tmp_path / "job", "__init__.py", "")
-    _write(tmp_path / "job", "__main__.py", OWN_MONITOR)
+    write_script(tmp_path / "job", "__init__.py", "")
+    write_script(tmp_path / "job", "__main__.py", OWN_MONITOR)
     result = run_command(["-m", "job"], cwd=tmp_path)
 
     assert result.returncode == 1, result.stderr
@@ -158,7 +139,7 @@ def test_an_error_prints_pythons_traceback_then_the_summary_and_exits_1(tmp_path
 
 
 def test_ctrl_c_during_fit_prints_what_was_measured_and_ends_as_python_does(tmp_path):
-    _write(tmp_path, "long.py", INTERRUPTED)
+    write_script(tmp_path, "long.py", INTERRUPTED)
     process = run_command(
         ["--no-report", "long.py"], cwd=tmp_path, popen=True, stderr=subprocess.PIPE
     )
