@@ -11,7 +11,7 @@ from fits import BATCH_SIZE, STEPS_PER_EPOCH, data, fit, tiny_model
 
 import tfthroughput
 from tfthroughput import GPUMonitor, MonitoringWarning
-from tfthroughput.monitor import autolog, keras_patch, monitored_calls
+from tfthroughput.monitor import MonitoredCall, autolog, keras_patch, monitored_calls
 
 METHODS = ("fit", "evaluate", "predict")
 
@@ -78,7 +78,8 @@ def test_a_call_with_its_own_monitor_is_left_as_it_is(autologged, tmp_path):
     fit(tiny_model(), [own], epochs=1)
     assert not autologged.exists()
     assert event_files(tmp_path / "own" / "hardware")
-    assert monitored_calls() == ()
+    fit(tiny_model(), [own], epochs=1)  # the same monitor again: the same run, listed once
+    assert monitored_calls() == (MonitoredCall("fit", "hardware", str(tmp_path / "own"), True),)
 
 
 def test_a_tensorboard_callbacks_log_dir_gets_the_run_beside_it(autologged, tmp_path):

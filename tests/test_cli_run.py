@@ -43,7 +43,8 @@ model.predict(x, batch_size=16, verbose=0)
 sys.exit(3)
 """
 
-# Its own GPUMonitor and TensorBoard (autolog adds nothing), then an error of its own.
+# Its own GPUMonitor and TensorBoard (autolog adds nothing, the summary reads that monitor's
+# run), then an error of its own.
 OWN_MONITOR = """
 import keras, numpy as np
 from tfthroughput import GPUMonitor
@@ -131,11 +132,12 @@ def test_an_error_prints_pythons_traceback_then_the_summary_and_exits_1(tmp_path
     assert "script_runner" not in traceback and "tfthroughput/cli" not in traceback
     error_line = "FileNotFoundError: weights.h5 is not here"
     assert traceback.index(error_line) < traceback.index(RULE)
-    assert _summary(result.stderr) == [
-        "tfthroughput: the script called no Keras fit, evaluate or predict: nothing was measured"
-    ]
-    assert sorted(os.listdir(tmp_path / "own")) == ["hardware", "train"]  # the script's own
-    assert not (tmp_path / "logs").exists()
+    summary = _summary(result.stderr)
+    assert summary[0] == "tfthroughput: 1 monitored call"
+    assert summary[1].startswith(f"{os.path.join('own', 'hardware')} (its own GPUMonitor): 1 epoch")
+    assert summary[-2:] == ["runs: own (tensorboard --logdir own)", "report: own/report.html"]
+    assert sorted(os.listdir(tmp_path / "own")) == ["hardware", "report.html", "train"]
+    assert not (tmp_path / "logs").exists()  # autolog added no monitor of its own
 
 
 def test_ctrl_c_during_fit_prints_what_was_measured_and_ends_as_python_does(tmp_path):

@@ -262,7 +262,7 @@ PINNED = {
         "clock",
         "sinks",
     ),
-    "MonitoredCall": ("kind", "name", "log_dir"),
+    "MonitoredCall": ("kind", "name", "log_dir", "own_monitor"),
     "monitored_calls": (),
     "HostSource": ("metrics", "process", "clock"),
     "jit_compile": ("fn", "fallback", "function_kwargs"),

@@ -26,7 +26,7 @@ def summary_text(calls: Sequence[MonitoredCall], report: str | None) -> str:
     lines = [_RULE, f"tfthroughput: {_calls_line(calls)}"]
     for call in calls:
         try:
-            lines += read_call_summary(call.kind, call.name, call.run_dir).lines()
+            lines += read_call_summary(call.kind, _title(call), call.run_dir).lines()
         except Exception as error:  # a run that cannot be read: say so, keep the others
             lines.append(f"{call.name}: not read ({type(error).__name__}: {error})")
     folders = sorted({call.log_dir for call in calls})
@@ -36,6 +36,13 @@ def summary_text(calls: Sequence[MonitoredCall], report: str | None) -> str:
         lines.append(f"report: {report}")
     lines.append(_RULE)
     return "\n".join(lines)
+
+
+def _title(call: MonitoredCall) -> str:
+    """A call autolog named by its run; one with its own monitor by that monitor's folder."""
+    if call.own_monitor:
+        return f"{os.path.join(call.log_dir, call.name)} (its own GPUMonitor)"
+    return call.name
 
 
 def _calls_line(calls: Sequence[MonitoredCall]) -> str:

@@ -32,11 +32,14 @@ class MonitoredCall:
         kind: ``"fit"``, ``"evaluate"`` or ``"predict"``.
         name: Its run's name, e.g. ``"fit-2"``.
         log_dir: The folder its monitor wrote into (``<log_dir>/<name>`` is the run).
+        own_monitor: Whether the call came with a ``GPUMonitor`` of its own (autolog added
+            none; ``name`` and ``log_dir`` are that monitor's).
     """
 
     kind: str
     name: str
     log_dir: str
+    own_monitor: bool = False
 
     @property
     def run_dir(self) -> str:
@@ -53,8 +56,13 @@ class _Settings:
     calls: list[MonitoredCall] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def monitor_for(self, kind: str, callbacks: list) -> GPUMonitor:
-        """A new monitor for one call, in a run folder of its own named after the call."""
+    def monitor_for(self, kind: str, callbacks: list) -> GPUMonitor | None:
+        """A new monitor for one call, in a run folder of its own named after the call; None
+        where the call has one (noted, so the call is still summarised)."""
+        own = next((callback for callback in callbacks if isinstance(callback, GPUMonitor)), None)
+        if own is not None:
+            self._note_own(kind, own)
+            return None
         log_dir = _tensorboard_log_dir(callbacks) or self.log_dir
         with self.lock:
             taken = {call.name for call in self.calls if call.log_dir == log_dir}
@@ -68,6 +76,13 @@ class _Settings:
             call = MonitoredCall(kind, f"{kind}-{number}", log_dir)
             self.calls.append(call)
         return GPUMonitor(log_dir=log_dir, run_name=call.name, **self.options)
+
+    def _note_own(self, kind: str, monitor: GPUMonitor) -> None:
+        call = MonitoredCall(kind, monitor.run_name, os.fspath(monitor.log_dir), own_monitor=True)
+        with self.lock:
+            # A monitor reused for several calls writes one run: listed once.
+            if call not in self.calls:
+                self.calls.append(call)
 
 
 _settings: _Settings | None = None
@@ -119,7 +134,8 @@ def autolog(
 
 
 def monitored_calls() -> tuple[MonitoredCall, ...]:
-    """The calls autolog has given a monitor since it was turned on, in call order."""
+    """The calls autolog has seen since it was turned on, in call order: those it gave a
+    monitor, and those that came with their own (each such monitor once)."""
     return tuple(_settings.calls) if _settings is not None else ()
 
 

@@ -3,11 +3,11 @@
 Keras 3's real methods are the backend trainer's (``TensorFlowTrainer.fit``,
 ``JAXTrainer.fit``), inherited by ``keras.Model``; the patch is set on ``keras.Model`` itself,
 so it reaches every model, and removing it lets the inherited method show through again (a
-method ``keras.Model`` defined itself is put back as the same object). Each patched call asks
-a ``monitor_for(kind, callbacks)`` function for a monitor and runs the original with a copy of
-the callbacks, the monitor first. Faults of that preparation become one ``MonitoringWarning``
-per method and the original runs with the user's own arguments; the original's errors are
-never caught.
+method ``keras.Model`` defined itself is put back as the same object). Each call the user
+makes asks a ``monitor_for(kind, callbacks)`` function for a monitor and runs the original with
+a copy of the callbacks, the monitor first (or unchanged where it gives none). Faults of that
+preparation become one ``MonitoringWarning`` per method and the original runs with the user's
+own arguments; the original's errors are never caught.
 """
 
 from __future__ import annotations
@@ -102,10 +102,9 @@ def _patched(name: str, original: Callable) -> Callable:
 
 
 def _with_monitor(name, signature, model, args, kwargs) -> inspect.BoundArguments | None:
-    """The call's arguments with a monitor first in a copy of its callbacks, or None where
-    the call is left as it is."""
-    from tfthroughput.monitor.gpu_monitor import GPUMonitor
-
+    """The arguments of a call the user made: with the monitor ``monitor_for`` gives first in
+    a copy of its callbacks, or as they were where it gives none. None for a call Keras makes
+    itself (``fit``'s validation), which is left as it is."""
     monitor_for = _monitor_for
     if monitor_for is None or kwargs.get("_use_cached_eval_dataset"):
         return None
@@ -118,10 +117,7 @@ def _with_monitor(name, signature, model, args, kwargs) -> inspect.BoundArgument
         callbacks = []
     elif not isinstance(callbacks, (list, tuple)):  # a CallbackList Keras built: not the user's
         return None
-    if any(isinstance(callback, GPUMonitor) for callback in callbacks):
-        return None
     monitor = monitor_for(name, list(callbacks))
-    if monitor is None:
-        return None
-    bound.arguments["callbacks"] = [monitor, *callbacks]
+    if monitor is not None:
+        bound.arguments["callbacks"] = [monitor, *callbacks]
     return bound
