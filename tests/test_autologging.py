@@ -7,7 +7,7 @@ import keras
 import pytest
 from events import event_files, read_scalars
 from fakes import FakeSource
-from fits import BATCH_SIZE, STEPS_PER_EPOCH, data, fit, tiny_model
+from fits import BATCH_SIZE, STEPS_PER_EPOCH, RaiseDuringEpoch, data, fit, tiny_model
 
 import tfthroughput
 from tfthroughput import GPUMonitor, MonitoringWarning
@@ -82,6 +82,7 @@ def test_a_call_with_its_own_monitor_is_left_as_it_is(autologged, tmp_path):
     assert monitored_calls() == (MonitoredCall("fit", "hardware", str(tmp_path / "own"), True),)
 
 
+@pytest.mark.tensorflow
 def test_a_tensorboard_callbacks_log_dir_gets_the_run_beside_it(autologged, tmp_path):
     board = keras.callbacks.TensorBoard(log_dir=str(tmp_path / "board"))
     fit(tiny_model(), [board], epochs=1)
@@ -144,13 +145,8 @@ def test_the_users_errors_reach_them_unchanged(autologged):
     model = tiny_model()
     x, y = data()
     raised = ValueError("the user's own failure")
-
-    class Fails(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            raise raised
-
     with pytest.raises(ValueError) as error:
-        fit(model, [Fails()], epochs=1)
+        fit(model, [RaiseDuringEpoch(0, 1, raised)], epochs=1)
     assert error.value is raised
     with warnings.catch_warnings():
         warnings.simplefilter("error", MonitoringWarning)  # not the patch's fault: no warning
@@ -177,3 +173,28 @@ def test_steps_are_counted_per_call(autologged):
     seconds = scalars["epoch/seconds"][0][1]
     steps_per_second = scalars["epoch/steps_per_second"][0][1]
     assert round(seconds * steps_per_second) == STEPS_PER_EPOCH
+
+
+@pytest.mark.tensorflow  # KerasTuner's own imports
+def test_each_kerastuner_trial_gets_a_run_of_its_own(autologged, tmp_path):
+    keras_tuner = pytest.importorskip("keras_tuner")
+
+    def build(hp):
+        model = keras.Sequential(
+            [
+                keras.Input((3,)),
+                keras.layers.Dense(hp.Choice("units", [1, 2, 3])),
+                keras.layers.Dense(1),
+            ]
+        )
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    tuner = keras_tuner.RandomSearch(
+        build, objective="loss", max_trials=3, directory=tmp_path / "tuner", seed=0
+    )
+    x, y = data()
+    callbacks = [keras.callbacks.TerminateOnNaN()]  # deep-copied by KerasTuner for each trial
+    tuner.search(x, y, batch_size=BATCH_SIZE, epochs=1, verbose=0, callbacks=callbacks)
+    assert _runs(autologged) == ["fit-1", "fit-2", "fit-3"]
+    assert len(callbacks) == 1
