@@ -14,33 +14,43 @@ from script_runs import run_command, write_script
 
 RULE = "-" * 78
 
-# Two fits (arrays, then tf.data), a predict, a class pickled through __main__, argparse over
-# sys.argv, and an ending with sys.exit(3).
+# Two fits (arrays, then tf.data), a predict, a multiprocessing pool (spawn) whose worker is a
+# function of the script, a class pickled through __main__, argparse over sys.argv, and an
+# ending with sys.exit(3).
 TRAIN = """
-import argparse, os, pickle, sys
-import keras, numpy as np, tensorflow as tf
+import argparse, multiprocessing, pickle, sys
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--epochs", type=int)
-parser.add_argument("--out")
-args = parser.parse_args()
-
-class Settings:  # pickled by reference to __main__, as multiprocessing does
+class Settings:  # pickled by reference to __main__
     pass
 
-assert pickle.loads(pickle.dumps(Settings())).__class__ is Settings
-print("name", __name__, "file", __file__, "argv", sys.argv[1:], flush=True)
-print("path0", sys.path[0], "mp_main", sys.modules["__mp_main__"] is sys.modules["__main__"])
-x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
-y = x.sum(axis=1, keepdims=True)
-model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-model.compile(optimizer="sgd", loss="mse")
-callbacks = []
-model.fit(x, y, batch_size=16, epochs=args.epochs, verbose=0, callbacks=callbacks)
-assert callbacks == []
-model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=2, verbose=0)
-model.predict(x, batch_size=16, verbose=0)
-sys.exit(3)
+def square(value):  # run in a spawned worker, which imports this script as __mp_main__
+    return value * value
+
+def main():
+    import keras, numpy as np, tensorflow as tf
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    assert pickle.loads(pickle.dumps(Settings())).__class__ is Settings
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        print("pool", pool.map(square, [1, 2, 3]), flush=True)
+    print("name", __name__, "file", __file__, "argv", sys.argv[1:], flush=True)
+    print("path0", sys.path[0], "mp_main", sys.modules["__mp_main__"] is sys.modules["__main__"])
+    x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    callbacks = []
+    model.fit(x, y, batch_size=16, epochs=args.epochs, verbose=0, callbacks=callbacks)
+    assert callbacks == []
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=2, verbose=0)
+    model.predict(x, batch_size=16, verbose=0)
+    sys.exit(3)
+
+if __name__ == "__main__":
+    main()
 """
 
 # Its own GPUMonitor and TensorBoard (autolog adds nothing, the summary reads that monitor's
@@ -92,6 +102,7 @@ def test_a_script_runs_as_main_with_every_call_monitored_and_keeps_its_exit_code
 
     assert result.returncode == 3, result.stderr
     assert result.stdout.splitlines() == [
+        "pool [1, 4, 9]",
         "name __main__ file train.py argv ['--epochs', '3', '--out', 'x']",
         f"path0 {tmp_path} mp_main True",
     ]
