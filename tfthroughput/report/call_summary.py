@@ -58,25 +58,21 @@ class CallSummary:
         busiest = max(self.gpu_percent.values(), default=None)
         host_busy = (self.host_cpu_percent or 0.0) >= BUSY_HOST_PERCENT
         if busiest is None:
-            return (
-                "no GPU was sampled; `tfthroughput info` shows what this machine offers"
-                if not host_busy
-                else "no GPU was sampled and the host CPU is busy: this ran on the CPU; "
-                "`tfthroughput info` shows what this machine offers"
-            )
+            if host_busy:
+                return (
+                    "no GPU sampled, the host CPU is busy: it ran on the CPU; `tfthroughput info`"
+                )
+            return "no GPU sampled; `tfthroughput info` lists what this machine has"
         if busiest >= BUSY_GPU_PERCENT:
-            return (
-                "the GPU is busy; next: more work per step, "
-                "`keras.mixed_precision.set_global_policy('mixed_float16')`, or `tfthroughput tune`"
-            )
+            return "the GPU is busy; next: `mixed_float16`, more work per step, `tfthroughput tune`"
         if host_busy:
             return (
-                "the GPU waits while the host CPU is busy: likely the input pipeline; next: "
-                "`tfthroughput.build_pipeline(...)` (docs/fix.md) or `tfthroughput.diagnose`"
+                "the GPU waits, the host CPU is busy: likely the input; next: `build_pipeline`, "
+                "`diagnose`"
             )
         return (
-            "the GPU waits and the host is not busy: likely per-step launch overhead; next: "
-            "`model.compile(..., steps_per_execution=32)` or `tfthroughput tune`"
+            "the GPU waits, the host is idle: launch overhead? next: "
+            "`compile(steps_per_execution=32)`"
         )
 
     def lines(self) -> list[str]:
