@@ -71,19 +71,24 @@ def load_weights():
 load_weights()
 """
 
-# Ctrl-C during the second epoch: the first one's figures are what was measured.
+# Ctrl-C during the second epoch of a fit under a MirroredStrategy over two logical CPUs: the
+# first epoch's figures are what was measured, written once (one run, not one per replica).
 INTERRUPTED = """
 import os, signal
-import keras, numpy as np
+import keras, numpy as np, tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 class CtrlC(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         os.kill(os.getpid(), signal.SIGINT)
 
 x = np.ones((32, 3), "float32")
-model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-model.compile(optimizer="sgd", loss="mse")
-model.fit(x, x[:, :1], epochs=50, verbose=0, callbacks=[CtrlC()])
+with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+model.fit(x, x[:, :1], batch_size=8, epochs=50, verbose=0, callbacks=[CtrlC()])
 """
 
 
@@ -151,7 +156,9 @@ def test_an_error_prints_pythons_traceback_then_the_summary_and_exits_1(tmp_path
     assert not (tmp_path / "logs").exists()  # autolog added no monitor of its own
 
 
-def test_ctrl_c_during_fit_prints_what_was_measured_and_ends_as_python_does(tmp_path):
+def test_ctrl_c_during_a_distributed_fit_prints_what_was_measured_and_ends_as_python_does(
+    tmp_path,
+):
     write_script(tmp_path, "long.py", INTERRUPTED)
     process = run_command(
         ["--no-report", "long.py"], cwd=tmp_path, popen=True, stderr=subprocess.PIPE
@@ -164,8 +171,14 @@ def test_ctrl_c_during_fit_prints_what_was_measured_and_ends_as_python_does(tmp_
     assert process.returncode == -signal.SIGINT, stderr
     assert "KeyboardInterrupt" in stderr
     summary = _summary(stderr)
+    assert summary[0] == "tfthroughput: 1 monitored call"
     assert summary[1].startswith("fit-1: 1 epoch, ")
-    assert read_scalars(tmp_path / "logs" / "tfthroughput" / "fit-1")["epoch/seconds"][0][0] == 0
+    runs = tmp_path / "logs" / "tfthroughput"
+    assert os.listdir(runs) == ["fit-1"]
+    scalars = read_scalars(runs / "fit-1")
+    assert [step for step, _ in scalars["epoch/seconds"]] == [0]
+    # Four global batches of 8 (two replicas of 4): every example counted once.
+    assert round(scalars["epoch/seconds"][0][1] * scalars["epoch/examples_per_second"][0][1]) == 32
     assert not (tmp_path / "logs" / "tfthroughput" / "report.html").exists()
 
 

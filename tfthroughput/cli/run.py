@@ -101,8 +101,10 @@ def run(args: argparse.Namespace) -> int:
         calls = tfthroughput.monitor.monitored_calls()
         tfthroughput.autolog(disable=True)
     _report_ending(ending)
-    report = None if args.no_report else write_report_quietly(calls)
-    print_summary(calls, report)
+    try:
+        print_summary(calls, None if args.no_report else write_report_quietly(calls))
+    except Exception as error:  # the summary's own fault never changes the script's result
+        print(f"{PROG}: no summary ({type(error).__name__}: {error})", file=sys.stderr)
     exit_code = ending.exit_code
     if gate is not None and exit_code == 0:
         exit_code = gate(args.log_dir)
