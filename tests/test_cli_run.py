@@ -182,6 +182,20 @@ def test_ctrl_c_during_a_distributed_fit_prints_what_was_measured_and_ends_as_py
     assert not (tmp_path / "logs" / "tfthroughput" / "report.html").exists()
 
 
+def test_a_module_that_never_calls_fit_is_summarised_as_such(tmp_path):
+    (tmp_path / "tool").mkdir()
+    write_script(tmp_path / "tool", "__init__.py", "")
+    write_script(tmp_path / "tool", "cli.py", "import sys\nprint(sys.argv, __name__)\n")
+    # Keras on JAX: nothing here needs TensorFlow, and the run starts without loading it.
+    result = run_command(["-m", "tool.cli", "a", "-b"], cwd=tmp_path, backend="jax")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"[{str(tmp_path / 'tool' / 'cli.py')!r}, 'a', '-b'] __main__\n"
+    assert _summary(result.stderr) == [
+        "tfthroughput: the script called no Keras fit, evaluate or predict: nothing was measured"
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["tool"]
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
