@@ -159,6 +159,7 @@ def test_the_users_errors_reach_them_unchanged(autologged):
     [
         ({"interval": 0}, ValueError, "Received: interval=0"),
         ({"run_name": "mine"}, TypeError, "Received: run_name='mine'"),
+        ({"disable": "yes"}, TypeError, "Received: disable='yes'"),
     ],
 )
 def test_bad_options_fail_before_anything_is_patched(tmp_path, options, error, message):

@@ -16,12 +16,11 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from tfthroughput._validation import check_bool
 from tfthroughput.monitor import keras_patch
 from tfthroughput.monitor.gpu_monitor import GPUMonitor
 
 DEFAULT_LOG_DIR = os.path.join("logs", "tfthroughput")
-# The monitor arguments autolog sets itself, per call.
-_OWN_ARGUMENTS = ("log_dir", "run_name")
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,9 @@ class _Settings:
         if own is not None:
             self._note_own(kind, own)
             return None
-        log_dir = _tensorboard_log_dir(callbacks) or self.log_dir
         with self.lock:
+            log_dir = _tensorboard_log_dir(callbacks) or self.log_dir
+            options = self.options
             taken = {call.name for call in self.calls if call.log_dir == log_dir}
             number = 1
             # A folder left by an earlier process is not written into again: its epochs would
@@ -75,7 +75,7 @@ class _Settings:
                 number += 1
             call = MonitoredCall(kind, f"{kind}-{number}", log_dir)
             self.calls.append(call)
-        return GPUMonitor(log_dir=log_dir, run_name=call.name, **self.options)
+        return GPUMonitor(log_dir=log_dir, run_name=call.name, **options)
 
     def _note_own(self, kind: str, monitor: GPUMonitor) -> None:
         call = MonitoredCall(kind, monitor.run_name, os.fspath(monitor.log_dir), own_monitor=True)
@@ -116,20 +116,22 @@ def autolog(
         >>> model.fit(x, y, epochs=3)  # writes logs/tfthroughput/fit-1  # doctest: +SKIP
     """
     global _settings
-    if disable:
+    if check_bool("disable", disable):
         keras_patch.unpatch()
         _settings = None
         return
-    for name in _OWN_ARGUMENTS[1:]:
-        if name in monitor_options:
-            raise TypeError(
-                f"autolog names each call's run itself; `{name}` cannot be given. "
-                f"Received: {name}={monitor_options[name]!r}"
-            )
+    if "run_name" in monitor_options:
+        raise TypeError(
+            "autolog names each call's run itself; `run_name` cannot be given. "
+            f"Received: run_name={monitor_options['run_name']!r}"
+        )
     # Checked once here, where the user can fix them, not at every call.
     GPUMonitor(log_dir=log_dir, **monitor_options)
-    calls = _settings.calls if _settings is not None else []
-    _settings = _Settings(os.fspath(log_dir), dict(monitor_options), calls)
+    if _settings is None:
+        _settings = _Settings(os.fspath(log_dir), dict(monitor_options))
+    else:  # autolog again: the same calls so far, the new settings from now on
+        with _settings.lock:
+            _settings.log_dir, _settings.options = os.fspath(log_dir), dict(monitor_options)
     keras_patch.patch(_monitor_for_call)
 
 
