@@ -11,7 +11,7 @@ from fits import BATCH_SIZE, STEPS_PER_EPOCH, RaiseDuringEpoch, data, fit, tiny_
 
 import tfthroughput
 from tfthroughput import GPUMonitor, MonitoringWarning
-from tfthroughput.monitor import MonitoredCall, autolog, keras_patch, monitored_calls
+from tfthroughput.monitor import MonitoredCall, autolog, autologging, keras_patch, monitored_calls
 
 METHODS = ("fit", "evaluate", "predict")
 
@@ -95,6 +95,14 @@ def test_a_run_folder_left_by_an_earlier_process_is_not_written_again(autologged
     os.makedirs(autologged / "fit-1")
     fit(tiny_model(), [], epochs=1)
     assert _runs(autologged) == ["fit-2"]
+
+
+def test_on_a_cluster_every_worker_names_the_same_call_alike(autologged, monkeypatch):
+    """Workers share the folder: the one that starts second must not skip to fit-2."""
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}}')
+    os.makedirs(autologged / "fit-1")  # as the other worker made it a moment before
+    monitor = autologging._settings.monitor_for("fit", [])
+    assert (monitor.log_dir, monitor.run_name) == (str(autologged), "fit-1")
 
 
 def test_a_subclass_whose_fit_calls_super_fit_gets_one_run(autologged):

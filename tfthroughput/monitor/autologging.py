@@ -68,9 +68,11 @@ class _Settings:
             taken = {call.name for call in self.calls if call.log_dir == log_dir}
             number = 1
             # A folder left by an earlier process is not written into again: its epochs would
-            # mix with this call's in every reader.
-            while f"{kind}-{number}" in taken or os.path.exists(
-                os.path.join(log_dir, f"{kind}-{number}")
+            # mix with this call's in every reader. Not so on a multi-worker cluster, where the
+            # workers share the folder and must name the same call alike (each writes its own
+            # <run>/<task_type>_<index> in it, as GPUMonitor does there).
+            while f"{kind}-{number}" in taken or (
+                not _on_a_cluster() and os.path.exists(os.path.join(log_dir, f"{kind}-{number}"))
             ):
                 number += 1
             call = MonitoredCall(kind, f"{kind}-{number}", log_dir)
@@ -144,6 +146,10 @@ def monitored_calls() -> tuple[MonitoredCall, ...]:
 def _monitor_for_call(kind: str, callbacks: list) -> GPUMonitor | None:
     settings = _settings
     return None if settings is None else settings.monitor_for(kind, callbacks)
+
+
+def _on_a_cluster() -> bool:
+    return bool(os.environ.get("TF_CONFIG"))
 
 
 def _tensorboard_log_dir(callbacks: list) -> str | None:
