@@ -36,7 +36,7 @@ def main():
     assert pickle.loads(pickle.dumps(Settings())).__class__ is Settings
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         print("pool", pool.map(square, [1, 2, 3]), flush=True)
-    print("name", __name__, "file", __file__, "argv", sys.argv[1:], flush=True)
+    print("name", __name__, "file", __file__, "argv", sys.argv, flush=True)
     print("path0", sys.path[0], "mp_main", sys.modules["__mp_main__"] is sys.modules["__main__"])
     x = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
     y = x.sum(axis=1, keepdims=True)
@@ -108,7 +108,8 @@ def test_a_script_runs_as_main_with_every_call_monitored_and_keeps_its_exit_code
     assert result.returncode == 3, result.stderr
     assert result.stdout.splitlines() == [
         "pool [1, 4, 9]",
-        "name __main__ file train.py argv ['--epochs', '3', '--out', 'x']",
+        f"name __main__ file {tmp_path / 'train.py'} argv "
+        "['train.py', '--epochs', '3', '--out', 'x']",
         f"path0 {tmp_path} mp_main True",
     ]
     runs = tmp_path / "runs"
@@ -170,6 +171,7 @@ def test_ctrl_c_during_a_distributed_fit_prints_what_was_measured_and_ends_as_py
 
     assert process.returncode == -signal.SIGINT, stderr
     assert "KeyboardInterrupt" in stderr
+    assert "tfthroughput/" not in stderr.split("Traceback")[-1].split(RULE)[0]  # no runner frame
     summary = _summary(stderr)
     assert summary[0] == "tfthroughput: 1 monitored call"
     assert summary[1].startswith("fit-1: 1 epoch, ")

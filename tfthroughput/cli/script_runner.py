@@ -54,15 +54,17 @@ class Target:
 
 
 def script_target(path: str) -> Target:
-    """``python PATH``: the file compiled under its own name, its folder first on the path."""
+    """``python PATH``: ``sys.argv[0]`` as given; ``__file__`` and the code's file name
+    absolute (as Python 3.9+ makes them); the script's folder first on the path."""
     if not os.path.isfile(path):
         raise ScriptNotFound(f"SCRIPT: no such file: {path!r}")
     with open(path, "rb") as file:
         source = file.read()
-    code = compile(source, path, "exec", dont_inherit=True)
-    loader = importlib.machinery.SourceFileLoader("__main__", path)
-    attributes = {"__file__": path, "__loader__": loader, "__spec__": None, "__package__": None}
-    return Target(code, path, os.path.dirname(os.path.abspath(path)), attributes)
+    absolute = os.path.abspath(path)
+    code = compile(source, absolute, "exec", dont_inherit=True)
+    loader = importlib.machinery.SourceFileLoader("__main__", absolute)
+    attributes = {"__file__": absolute, "__loader__": loader, "__spec__": None, "__package__": None}
+    return Target(code, path, os.path.dirname(absolute), attributes)
 
 
 def module_target(name: str) -> Target:
@@ -123,9 +125,19 @@ def _system_exit(exit_: SystemExit) -> Ending:
 
 
 def print_traceback(error: BaseException) -> None:
-    """Print ``error`` as Python would at exit, without this module's frames."""
+    """Print ``error`` as Python would at exit, without the runner's frames: this module's,
+    and autolog's patch between the script and Keras."""
+    from tfthroughput.monitor import keras_patch
+
+    hidden = {__file__, keras_patch.__file__}
+    kept = []
     traceback = error.__traceback__
-    while traceback is not None and traceback.tb_frame.f_code.co_filename == __file__:
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename not in hidden:
+            kept.append(traceback)
         traceback = traceback.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     # Python's hook prints the exception's own traceback, whatever it is given.
-    sys.excepthook(type(error), error.with_traceback(traceback), traceback)
+    sys.excepthook(type(error), error.with_traceback(rebuilt), rebuilt)
