@@ -13,13 +13,10 @@ from interruptible import interruptible_popen
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_command(args, cwd, popen=False, backend=None, **kwargs):
+def run_command(args, cwd, popen=False, **kwargs):
     """``tfthroughput run ARGS`` in ``cwd``, the package and ``tests/`` importable (scripts use
-    ``fakes``), under Keras's ``backend`` if given; with ``popen``, started so that Ctrl-C
-    reaches it as in a terminal."""
+    ``fakes``); with ``popen``, started so that Ctrl-C reaches it as in a terminal."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
-    if backend is not None:
-        env["KERAS_BACKEND"] = backend
     paths = [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     command = [sys.executable, "-m", "tfthroughput.cli", "run", *args]

@@ -25,10 +25,11 @@ def summary_text(calls: Sequence[MonitoredCall], report: str | None) -> str:
 
     lines = [_RULE, f"tfthroughput: {_calls_line(calls)}"]
     for call in calls:
+        title = _title(call)
         try:
-            lines += read_call_summary(call.kind, _title(call), call.run_dir).lines()
+            lines += read_call_summary(call.kind, title, call.run_dir).lines()
         except Exception as error:  # a run that cannot be read: say so, keep the others
-            lines.append(f"{call.name}: not read ({type(error).__name__}: {error})")
+            lines.append(f"{title}: not read ({type(error).__name__}: {error})")
     folders = sorted({call.log_dir for call in calls})
     if folders:
         lines.append(f"runs: {', '.join(folders)} (tensorboard --logdir {folders[0]})")
