@@ -357,7 +357,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
         assert "Exception ignored in" in stderr, stderr
 
 
-@pytest.mark.parametrize("command", [(), ("demo",), ("info",)])
+@pytest.mark.parametrize("command", [(), ("demo",), ("info",), ("run",), ("compare",)])
 def test_every_command_has_help(command):
     result = run_cli(*command, "--help", timeout=60)
     assert result.returncode == 0
