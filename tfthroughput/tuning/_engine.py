@@ -218,10 +218,10 @@ class Search:
         if self._out_of_time():
             return None
         start = self.clock()
-        runner = self.workload.candidate(self, setup, **how)
         label = label or setup.changes_from(self.base_setup)
-        comparison = reference = None
-        try:
+        comparison = reference = runner = None
+        try:  # a knob that cannot take the user's input fails its trial with one line
+            runner = self.workload.candidate(self, setup, **how)
             runner.start()
             before_round = self.workload.before_round(self.base, runner)
             rounds = self.settings.rounds
@@ -234,7 +234,8 @@ class Search:
             reference = self.workload.reference_of(runner)
             self.baseline_speeds += comparison.baseline_speeds
         finally:
-            runner.close()
+            if runner is not None:
+                runner.close()
         self._costs.append(self.clock() - start)
         self.trials.append(trial)
         # Each trial was measured against the baseline in its own rounds, so drift between

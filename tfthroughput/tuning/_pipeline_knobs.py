@@ -13,6 +13,7 @@ from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import PY_DATASET
 from tfthroughput.tuning._engine import Search
 from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_best
+from tfthroughput.tuning._trial_model import failure_reason
 
 
 def pipeline_knob(search: Search) -> None:
@@ -33,7 +34,11 @@ def pipeline_knob(search: Search) -> None:
     if data.kind == PY_DATASET:  # its input is the user's Python code: say, not rebuild
         notes.append(_pipeline.py_dataset_note(data.value, fraction))
         return
-    workload.plan = plan = _pipeline.plan(data)
+    try:
+        workload.plan = plan = _pipeline.plan(data)
+    except Exception as error:  # noqa: BLE001 - an input it cannot read: one line, no raise
+        notes.append(f"input pipeline not tried: {failure_reason(error, 'train')}")
+        return
     threshold = DiagnosisThresholds().input_bound_fraction
     bound = fraction is not None and fraction >= threshold
     measured = "not measured" if fraction is None else f"{fraction:.2f}"
