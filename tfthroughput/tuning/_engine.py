@@ -9,7 +9,8 @@ tried in which order, and the result it makes. The rules live here once:
 
 - A trial is skipped when the time left is less than 1.25 times the cost of the dearest of the
   last three trials (:func:`~tfthroughput.tuning._trial_verdict.over_budget`).
-- Every trial is measured against the baseline in alternated rounds (``_measure.compare``).
+- Every trial is measured against the baseline in alternated rounds (``_measure.compare``),
+  judged by the paired rule (``_paired``), rounds added until it settles or the budget is spent.
 - A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
   the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
   that gains nothing measurable is not added).
@@ -225,7 +226,9 @@ class Search:
             runner.start()
             before_round = self.workload.before_round(self.base, runner)
             rounds = self.settings.rounds
-            comparison = compare(self.base, runner, rounds, self._gpu, before_round=before_round)
+            comparison = compare(
+                self.base, runner, rounds, self._gpu, before_round=before_round, more=self._more
+            )
         except TrialFailed as error:
             trial = self.workload.trial_type(setup, label, FAILED, reason=str(error))
             comparison = None
@@ -257,6 +260,11 @@ class Search:
         self.best, self.best_reference = (runner.setup, None), self.workload.reference_of(runner)
         self._costs.append(self.clock() - start)
         self.trials.append(self.workload.trial_type(**as_given(runner)))
+
+    def _more(self, round_seconds: float) -> bool:
+        """Whether a comparison may add a round as long as its last: it and as much again
+        (the trial's end: its judgement, its model released) fit in the search's budget."""
+        return self.clock() - self._start + 2 * round_seconds <= self.settings.time_budget
 
     def _out_of_time(self) -> bool:
         elapsed = self.clock() - self._start
