@@ -318,7 +318,7 @@ PINNED = {
     "recommend_precision": ("devices",),
     "Recommendation": ("action", "reason"),
     "RunComparison": ("log_dir", "runs", "rows", "tunings"),
-    "Speedup": ("run", "baseline", "ratio", "unit", "label"),
+    "Speedup": ("run", "baseline", "ratio", "unit", "label", "low", "high", "epochs", "overlap"),
     "SampleKey": ("args", "kwargs"),
     "Sampler": ("sources", "interval", "keep_running", "on_abandoned", "on_sample", "clock"),
     "Source": ("args", "kwargs"),
