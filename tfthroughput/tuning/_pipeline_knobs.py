@@ -60,11 +60,9 @@ def pipeline_on_best_knob(search: Search) -> None:
     """The rebuilt pipeline once more, on the best setup, where the first knob did not put it
     there: once ``steps_per_execution`` or a cheaper policy has cut the step's own cost, the
     input side is a larger share of each step, and a pipeline that was not the limit at the
-    baseline can be. ``benchmarks/tune_grid.py`` found the rebuilt pipeline in the grid's best
-    setup of all three training workloads, where the probe had not asked for it. Where it
-    becomes the best, ``steps_per_execution`` once more on it: the grid's compute-bound best
-    was bfloat16 with the pipeline at 16, where the line without the pipeline had stopped at 2
-    (0.84 of the best, every re-timed round below 0.91)."""
+    baseline can be. Where it becomes the best, ``steps_per_execution`` once more on it: a
+    cheaper input side can move the line's best (measured: docs/tuning.md, "Why the search is
+    shaped so")."""
     plan, best = search.workload.plan, search.best[0]
     if plan is None or best.pipeline or best.augment_on_device:
         return

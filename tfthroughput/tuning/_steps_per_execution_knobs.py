@@ -60,11 +60,10 @@ def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
     halved down from it (down to the model's own) while it gains over the best setup: each
     row from that value ends after two values in a row without a gain, the first one counted.
 
-    Searched apart from the first line because XLA can help at one value and hurt at another
-    (issue 17: 63k vs 54k examples/s at 32 with and without XLA, 54k vs 95k at 128), and
-    around that line's best because a whole second line from the model's own value spent most
-    of the search's time below it: on ``benchmarks/tune.py``'s input-bound workload the flipped
-    line from 1 took 7 trials (about 21 s of 51 s), all below the first line's best.
+    Searched apart from the first line because XLA can help at one value and hurt at another,
+    and around that line's best because a whole second line from the model's own value spends
+    most of the search's time below it (measured: docs/tuning.md, "Why the search is shaped
+    so").
     """
     current = search.best[0]
     value, try_at = current.steps_per_execution, _training_spe_trial(search, current, jit)

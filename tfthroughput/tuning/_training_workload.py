@@ -38,7 +38,7 @@ from tfthroughput.tuning.result import TuneResult, TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
 
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
-# (at a load of 10 on 2 cores, 13 ms runs of a JAX MLP spread from 0.16x to 13x).
+# (docs/tuning.md, "Why the search is shaped so").
 _MIN_RUN_SECONDS = 0.1
 
 

@@ -16,7 +16,7 @@ from tfthroughput.tuning._status import BASELINE, FASTER, NOT_FASTER, SLOWER
 from tfthroughput.tuning.setup import TuneSetup
 
 # A margin over the dearest recent trial: trials of one search vary by a few tens of percent
-# on a shared machine (measured: 61.4 s for a 60 s budget without it).
+# on a shared machine (docs/tuning.md, "Why the search is shaped so").
 BUDGET_MARGIN = 1.25
 
 

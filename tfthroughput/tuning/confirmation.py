@@ -3,18 +3,16 @@
 The search times short runs of warmed-up models (training: ``steps`` steps; inference: from a
 ``predict`` call's second execution), which is what lets it try many setups in its budget. The
 user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls, set-up
-included, where a gain can shrink or vanish: issue 29 measured a batch size at 15.52x in the
-search and 7.64x by plain ``predict`` calls, and another at 1.25x and 0.91x. So after the search
-the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed up by
-one untimed piece of that work, then timed by it in the same rounds, their order rotated
+included, where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So after the
+search the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed
+up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
 (:func:`~tfthroughput.tuning._measure.compare_together`), each judged against the baseline by
 the search's own paired rule (``_paired``), rounds added up to twice ``rounds`` until every
 verdict settles. Of those shown faster, the highest median ratio is chosen: the next-best can
-win by the user's work where the pick's last knob helped only the search's runs
-(``benchmarks/tune_grid.py`` measured a bfloat16 policy that won the search and lost a third of
-the speed in whole ``predict`` calls). If neither is faster, the baseline is kept. One line says
-which, unless the pick is chosen. What a piece of work is belongs to the workload (training or
-inference); the rule lives here once.
+win by the user's work where the pick's last knob helped only the search's runs (a policy that
+helps warm runs and costs in a whole call's set-up, say). If neither is faster, the baseline is
+kept. One line says which, unless the pick is chosen. What a piece of work is belongs to the
+workload (training or inference); the rule lives here once.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not
 # Share of the search's time the confirmation's timed runs aim at (its warm-ups come on top;
 # the issue's target is at most 25 % in all):
 # whole pieces of work where they fit, else a part of each, said in the work's description.
-CONFIRM_SHARE = 0.15  # at 0.2, benchmarks/tune.py measured +6-27 % on the search in all
+CONFIRM_SHARE = 0.15  # measured against 0.2: docs/tuning.md, "Why the search is shaped so"
 # Setups timed beside the pick: the search's runner-up can win by the user's work (a policy
 # that helps the search's warm runs and costs in a whole predict call's set-up, say); each one
 # adds a warm-up and a run per round.
