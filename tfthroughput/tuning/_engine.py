@@ -14,8 +14,9 @@ tried in which order, and the result it makes. The rules live here once:
 - A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
   the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
   that gains nothing measurable is not added).
-- The best so far keeps its runner's reference for later math checks (``Workload.reference_of``:
-  inference's outputs, which a trial that only adds ``steps_per_execution`` must match).
+- The best so far is a :class:`BestSoFar` record; it keeps its runner's reference for later
+  math checks (``Workload.reference_of``: inference's outputs, which a trial that only adds
+  ``steps_per_execution`` must match).
 """
 
 from __future__ import annotations
@@ -67,6 +68,26 @@ def lengthen(
         set_steps(runner.steps * 2)
         seconds = runner.run()
     return seconds
+
+
+@dataclass(frozen=True)
+class BestSoFar:
+    """The best setup so far: the baseline's until a trial beats it.
+
+    Attributes:
+        setup: Its setup.
+        comparison: Its comparison with the baseline; ``None`` for the baseline itself.
+        reference: What its runner kept for later checks (``Workload.reference_of``).
+    """
+
+    setup: TuneSetup
+    comparison: Comparison | None = None
+    reference: Any = None
+
+    @property
+    def ratio(self) -> float:
+        """Its median ratio to the baseline (1.0 for the baseline)."""
+        return 1.0 if self.comparison is None else self.comparison.ratio
 
 
 class Workload:
@@ -176,14 +197,13 @@ class Search:
         self.stopped = False
         self.base: Any = None  # the baseline's runner, alive for every trial's rounds
         self.base_setup: TuneSetup | None = None
-        self.best: tuple[TuneSetup, Comparison | None] | None = None
-        self.best_reference: Any = None
+        self.best: BestSoFar | None = None
         self.baseline_speeds: list[float] = []
 
     @property
     def best_ratio(self) -> float:
         """The best setup's median ratio to the baseline (1.0 while the baseline is the best)."""
-        return 1.0 if self.best[1] is None else self.best[1].ratio
+        return self.best.ratio
 
     def run(self) -> Any:
         """Measure the baseline, try the knobs, confirm the best; the workload's result."""
@@ -195,7 +215,7 @@ class Search:
             self.base.close()
         seconds = self.clock() - self._start  # the search's own: the confirmation has its own
         confirmation = self._confirm()
-        chosen = self.best[0] if confirmation is None else confirmation.setup
+        chosen = self.best.setup if confirmation is None else confirmation.setup
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base)
         if speeds:  # the rounds' median, the baseline's ratio 1 by definition
             figures = self.workload.baseline_figures(self.base)
@@ -245,7 +265,7 @@ class Search:
         # trials cancels and the median ratios compare.
         margin = 1.0 + self.workload.best_margin
         if trial.status == FASTER and comparison.ratio > self.best_ratio * margin:
-            self.best, self.best_reference = (setup, comparison), reference
+            self.best = BestSoFar(setup, comparison, reference)
         return trial
 
     def _measure_baseline(self) -> None:
@@ -257,7 +277,7 @@ class Search:
                 f"{self.workload.cannot_run}, so there is nothing to tune: {error}"
             ) from error
         self.base, self.base_setup = runner, runner.setup
-        self.best, self.best_reference = (runner.setup, None), self.workload.reference_of(runner)
+        self.best = BestSoFar(runner.setup, None, self.workload.reference_of(runner))
         self._costs.append(self.clock() - start)
         self.trials.append(self.workload.trial_type(**as_given(runner)))
 
@@ -278,7 +298,7 @@ class Search:
         its share of the search's time at the speeds the search measured, never fewer examples
         than the search's own runs."""
         rounds = self.settings.confirm_rounds
-        candidates = picks(self.trials, self.best[0], self.base_setup) if rounds else []
+        candidates = picks(self.trials, self.best.setup, self.base_setup) if rounds else []
         if not candidates:
             return None
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base) or [1.0]

@@ -51,7 +51,7 @@ def pipeline_knob(search: Search) -> None:
     why = [f"input-bound fraction {measured}"] + list(plan.lint_rules)
     notes.append("input pipeline tried: " + ", ".join(why))
     notes += list(plan.notes)
-    search.try_setup(search.best[0].with_(pipeline=True), same_arithmetic=True)
+    search.try_setup(search.best.setup.with_(pipeline=True), same_arithmetic=True)
     if bound:  # the input is the limit: a CPU augmentation may move to the step
         device_augmentation_knob(search)
 
@@ -63,7 +63,7 @@ def pipeline_on_best_knob(search: Search) -> None:
     baseline can be. Where it becomes the best, ``steps_per_execution`` once more on it: a
     cheaper input side can move the line's best (measured: docs/tuning.md, "Why the search is
     shaped so")."""
-    plan, best = search.workload.plan, search.best[0]
+    plan, best = search.workload.plan, search.best.setup
     if plan is None or best.pipeline or best.augment_on_device:
         return
     # Checked as the best setup's arithmetic asks: a policy in it changes the loss.
@@ -75,7 +75,7 @@ def pipeline_on_best_knob(search: Search) -> None:
 
 def device_augmentation_knob(search: Search) -> None:
     """The pipeline's CPU augmentation moved into the training step (``DeviceAugmented``)."""
-    size = search.best[0].batch_size
+    size = search.best.setup.batch_size
     dataset, why_not = _device_augmentation.device_dataset(search.workload.data, size)
     if dataset is None:
         if why_not:
@@ -85,7 +85,7 @@ def device_augmentation_knob(search: Search) -> None:
         "augmentation in the training step tried: the pipeline's augment_fn per batch in "
         "DeviceAugmented (a new random stream: loss checked at loss_tolerance)"
     )
-    search.try_setup(search.best[0].with_(augment_on_device=True), same_arithmetic=False)
+    search.try_setup(search.best.setup.with_(augment_on_device=True), same_arithmetic=False)
 
 
 def repeat_batch(batch: dict, steps: int) -> dict:

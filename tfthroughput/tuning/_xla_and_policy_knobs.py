@@ -14,7 +14,7 @@ from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_b
 
 def xla_knob(search: Search) -> None:
     """XLA flipped on the best setup so far."""
-    best = search.best[0]
+    best = search.best.setup
     search.try_setup(best.with_(jit_compile=not best.jit_compile))
 
 
@@ -28,9 +28,9 @@ def policy_knob(search: Search) -> None:
     policy, given = search.settings.policy, search.base_setup
     if policy is None or policy == given.policy:
         return
-    best = search.best[0]
+    best = search.best.setup
     search.try_setup(best.with_(policy=policy))
-    if best.jit_compile != given.jit_compile and search.best[0].policy != policy:
+    if best.jit_compile != given.jit_compile and search.best.setup.policy != policy:
         search.try_setup(best.with_(policy=policy, jit_compile=given.jit_compile))
 
 
@@ -38,6 +38,6 @@ def training_policy_knob(search: Search) -> None:
     """The recommended policy; where it becomes the best setup, ``steps_per_execution`` once
     more on it, from the best's value doubled: a cheaper step leaves the fixed cost of a call
     a larger share, so more steps per call can pay where they did not in float32."""
-    before = search.best[0]
+    before = search.best.setup
     policy_knob(search)
     line_again_on_a_new_best(search, before)
