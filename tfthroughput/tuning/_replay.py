@@ -58,7 +58,9 @@ def replay_feed(data: TrainingData, batch_size: int | None, steps: int) -> tuple
 
 class ReplayingFitRunner(FitRunner):
     """A :class:`FitRunner` whose warm-up (so its loss) runs on ``check_feed``, the replayed
-    batches; its timed runs read ``feed``, after one untimed execution of it in the warm-up."""
+    batches; its timed runs read ``feed``. The replayed batches have the input's own element
+    spec (the same arrays, or a cache of the same dataset), so the timed runs trace nothing
+    again."""
 
     def __init__(self, *args: Any, check_feed: dict, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -70,7 +72,6 @@ class ReplayingFitRunner(FitRunner):
             super()._warm_up()
         finally:
             self._feed = timed_feed
-        self._fit(int(self.model.steps_per_execution or 1))  # its own input, traced once
 
 
 class Reseed(keras.callbacks.Callback):
