@@ -311,3 +311,24 @@ def test_a_failure_reason_never_prints_the_users_arrays():
     )
     shapes = ValueError("Input 0 expects shape (None, 4), found shape [8, 3]")
     assert "[8, 3]" in failure_reason(shapes, "train")
+
+
+@pytest.mark.tensorflow
+def test_the_rebuilt_pipeline_keeps_a_list_of_inputs_as_several_inputs():
+    import tensorflow as tf  # noqa: F401 - the pipeline knob is TensorFlow's
+
+    from tfthroughput.tuning._pipeline import plan, rebuilt
+
+    left, right = np.zeros((16, 4), "float32"), np.ones((16, 3), "float32")
+    labeled = training_data(([left, right], left[:, :1]), 8)
+    (x, y) = next(iter(rebuilt(labeled, plan(labeled), 8)))
+    assert [tuple(part.shape) for part in x] == [(8, 4), (8, 3)] and tuple(y.shape) == (8, 1)
+    unlabeled = training_data(([left, right], None), 8)
+    (x,) = next(iter(rebuilt(unlabeled, plan(unlabeled), 8)))  # read by fit as x alone
+    assert [tuple(part.shape) for part in x] == [(8, 4), (8, 3)]
+    weighted = training_data((left, left[:, :1], np.ones(16, "float32")), 8)
+    assert [tuple(t.shape) for t in next(iter(rebuilt(weighted, plan(weighted), 8)))] == [
+        (8, 4),
+        (8, 1),
+        (8,),
+    ]

@@ -122,8 +122,11 @@ def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) 
         x, y = source
         # fit reads a list of arrays as several inputs; tf.data would stack it into one tensor
         source = as_tuples((x, y, data.sample_weight))
-        if data.sample_weight is None:
-            source = source[:2] if y is not None else source[0]  # x alone, as fit(x) reads it
+        if data.sample_weight is None and y is not None:
+            source = source[:2]
+        elif data.sample_weight is None:  # x alone, as fit(x) reads it; several inputs in a
+            # 1-tuple, which fit reads as x (a 2-tuple of inputs would be read as (x, y))
+            source = (source[0],) if isinstance(source[0], tuple) else source[0]
     return build_pipeline(source, **kwargs)
 
 
