@@ -96,7 +96,7 @@ def test_a_slower_candidate_is_slower_and_a_budget_stops_the_rounds():
         FakeRunner("base", [1.0] * 9, log),
         FakeRunner("cand", [0.5] * 9, log),
         3,
-        more=lambda seconds: False,
+        more=lambda rounds_run: False,
     )
     assert stopped.rounds == 3 and not stopped.faster  # no interval of 90 % in 3 rounds
 

@@ -199,6 +199,7 @@ class Search:
         self.base_setup: TuneSetup | None = None
         self.best: BestSoFar | None = None
         self.baseline_speeds: list[float] = []
+        self._rounds_began = 0.0  # when the current comparison's rounds began (``_more``)
 
     @property
     def best_ratio(self) -> float:
@@ -246,6 +247,7 @@ class Search:
             runner.start()
             before_round = self.workload.before_round(self.base, runner)
             rounds = self.settings.rounds
+            self._rounds_began = self.clock()
             comparison = compare(
                 self.base, runner, rounds, self._gpu, before_round=before_round, more=self._more
             )
@@ -281,10 +283,13 @@ class Search:
         self._costs.append(self.clock() - start)
         self.trials.append(self.workload.trial_type(**as_given(runner)))
 
-    def _more(self, round_seconds: float) -> bool:
-        """Whether a comparison may add a round as long as its last: it and as much again
-        (the trial's end: its judgement, its model released) fit in the search's budget."""
-        return self.clock() - self._start + 2 * round_seconds <= self.settings.time_budget
+    def _more(self, rounds_run: int) -> bool:
+        """Whether a comparison may add a round: one more round at the cost of the rounds so
+        far, and as much again for the trial's end (its judgement, its model released), fit
+        in the search's budget."""
+        now = self.clock()
+        per_round = (now - self._rounds_began) / max(rounds_run, 1)
+        return now - self._start + 2 * per_round <= self.settings.time_budget
 
     def _out_of_time(self) -> bool:
         elapsed = self.clock() - self._start

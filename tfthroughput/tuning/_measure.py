@@ -116,13 +116,12 @@ def compare(
     gpu: GPUWindows | None = None,
     *,
     before_round: Callable[[], None] | None = None,
-    more: Callable[[float], bool] | None = None,
+    more: Callable[[int], bool] | None = None,
     cap: int = MAX_ROUNDS,
 ) -> Comparison:
     """Time at least ``rounds`` alternated runs of both, then add rounds until the paired rule
-    settles (``_paired.settled``), ``cap`` rounds are run or ``more(seconds)`` says no to
-    another round as long as the last (its runs' seconds); raises the candidate's
-    ``TrialFailed``."""
+    settles (``_paired.settled``), ``cap`` rounds are run or ``more(rounds_run)`` says no to
+    another round; raises the candidate's ``TrialFailed``."""
     gpu = gpu or GPUWindows(None)
     gpu.begin()
     base_speeds, (speeds,) = _timed_rounds(
@@ -136,7 +135,7 @@ def compare_together(
     candidates: list[TrialRunner],
     rounds: int,
     *,
-    more: Callable[[float], bool] | None = None,
+    more: Callable[[int], bool] | None = None,
     cap: int = MAX_ROUNDS,
 ) -> list[Comparison]:
     """Time the baseline and every candidate in the same rounds, their order rotated each
@@ -157,7 +156,7 @@ def _timed_rounds(
     gpu: GPUWindows,
     before_round: Callable[[], None] | None,
     *,
-    more: Callable[[float], bool] | None,
+    more: Callable[[int], bool] | None,
     cap: int,
 ) -> tuple[list[float], list[list[float]]]:
     """Examples/s of the baseline's runs and of each candidate's, round by round."""
@@ -170,11 +169,9 @@ def _timed_rounds(
         if before_round is not None:
             before_round()
         shift = index % len(sides)
-        round_seconds = 0.0
         for position in [*range(shift, len(sides)), *range(shift)]:
             runner = sides[position]
             seconds = runner.run()
-            round_seconds += seconds
             speeds[position].append(runner.steps * runner.examples_per_step / max(seconds, 1e-9))
             if position == 0:
                 gpu.after_baseline_run()
@@ -183,7 +180,7 @@ def _timed_rounds(
         index += 1
         if index < rounds:
             continue
-        if index >= max(cap, rounds) or (more is not None and not more(round_seconds)):
+        if index >= max(cap, rounds) or (more is not None and not more(index)):
             break
         found = [
             paired_ratio([s / b for s, b in zip(own, speeds[0], strict=True)]) for own in speeds[1:]
