@@ -158,7 +158,7 @@ def test_two_identical_setups_are_never_faster_under_a_scattering_load():
     for runner in sides:
         runner.start()
     try:
-        verdicts = [compare(*sides, rounds=5).verdict for _ in range(20)]
+        verdicts = [compare(*sides, rounds=5).verdict for _ in range(8)]
     finally:
         for runner in sides:
             runner.close()
