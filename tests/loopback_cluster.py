@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from tied_process import tied_popen
+
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
@@ -66,7 +68,7 @@ def run_cluster(
     command = [sys.executable, __file__, spec.name]
     if confined():
         command = ["unshare", "-rn", *command, "--loopback-up"]
-    launcher = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    launcher = tied_popen(command, stdout=subprocess.PIPE, text=True)
     try:
         output, _ = launcher.communicate(timeout=deadline + 30)
     except subprocess.TimeoutExpired as error:

@@ -25,6 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tied_process import tied_popen
+
 # Seconds from when a test first needs the server. A cold first start on a fresh venv compiles
 # every module the server imports (twice: the CLI, which creates the SQLite tables, then the
 # waitress process it starts) on a machine busy with the suite's other tests.
@@ -74,13 +76,8 @@ class MLflowServer:
         ]
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=self.folder,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            self.process = tied_popen(
+                command, cwd=self.folder, env=env, stdout=log, stderr=subprocess.STDOUT
             )
         self.launched = time.monotonic()
         self._killed = False

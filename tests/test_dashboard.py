@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from fakes import FakeSource
 from monitored_runs import DIAGNOSIS
+from tied_process import tied_popen
 
 from tfthroughput import GPUMonitor
 from tfthroughput.hardware.sampler import SampleKey
@@ -158,7 +159,7 @@ def _get_json(base: str, path: str, **query: str):
 @pytest.fixture
 def tensorboard_server(tmp_path):
     port = _free_port()
-    process = subprocess.Popen(
+    process = tied_popen(
         [
             sys.executable,
             "-m",

@@ -28,6 +28,7 @@ from fakes import FakeSource
 from fits import STEPS_PER_EPOCH, fit, tiny_model
 from prometheus_client.parser import text_string_to_metric_families
 from promql import metric_names
+from tied_process import tied_popen
 
 from tfthroughput import GPUMonitor, MonitoringWarning
 from tfthroughput.hardware.source import Increment
@@ -229,7 +230,7 @@ def prometheus(tmp_path):
     config.write_text(json.dumps({"scrape_configs": [scrape]}))
     log = tmp_path / "prometheus.log"  # a file, not a pipe: a full pipe would stall the server
     errors = log.open("w")
-    server = subprocess.Popen(
+    server = tied_popen(
         [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{listen}", "--log.level=warn"],
         stdout=subprocess.DEVNULL, stderr=errors,

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 # The monitor's tests that run a real `fit` (or write events) with fake hardware.
 MONITOR_TEST_FILES = (
+    "test_autologging.py",
     "test_epoch_windows.py",
     "test_events.py",
     "test_example_count.py",

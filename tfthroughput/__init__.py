@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "DataService": "tfthroughput.data.service",
     "DipTrigger": "tfthroughput.profiling.dip_trigger",
     "GPUMonitor": "tfthroughput.monitor.gpu_monitor",
+    "autolog": "tfthroughput.monitor.autologging",
     "MonitoringWarning": "tfthroughput.hardware.source",
     "ProfileSteps": "tfthroughput.profiling.profile_steps",
     "benchmark_dataset": "tfthroughput.data.benchmark",

@@ -1,11 +1,13 @@
-"""The ``tfthroughput`` command: ``demo``, ``info``, ``report``, ``service`` and ``tune``.
+"""The ``tfthroughput`` command: ``run``, ``compare``, ``demo``, ``info``, ``report``,
+``service`` and ``tune``.
 
-One module per command (:mod:`.demo`, :mod:`.info`, :mod:`.report`, :mod:`.service`,
-:mod:`.tune`), each with ``add(commands)``, which declares it and its options through
-:func:`tfthroughput.cli.options.add_command` (which also gives it ``--verbose``), and a runner
-``run(args) -> exit status``. :func:`main` turns every failure into one line on stderr and exit
-status 1 (argparse's usage errors exit 2). By default TensorFlow's C++ start-up log is kept off
-the terminal; ``--verbose`` shows it, and the traceback of a failure.
+One module per command (:mod:`.run`, :mod:`.compare`, :mod:`.demo`, :mod:`.info`,
+:mod:`.report`, :mod:`.service`, :mod:`.tune`), each with ``add(commands)``, which declares it
+and its options through :func:`tfthroughput.cli.options.add_command` (which also gives it
+``--verbose``), and a runner ``run(args) -> exit status``. :func:`main` turns every failure
+into one line on stderr and exit status 1 (argparse's usage errors exit 2). By default
+TensorFlow's C++ start-up log is kept off the terminal; ``--verbose`` shows it, and the
+traceback of a failure.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from collections.abc import Sequence
 
 from tfthroughput import __version__
 from tfthroughput._optional import missing_package_error
-from tfthroughput.cli import demo, info, report, service, tune
+from tfthroughput.cli import compare, demo, info, report, run, service, tune
 from tfthroughput.cli.options import add_verbose
 
 __all__ = ["main"]
 
 # The commands, in the order `--help` lists them.
-_COMMANDS = (demo, info, report, service, tune)
+_COMMANDS = (run, compare, demo, info, report, service, tune)
 # Failures a user causes and can fix from the message alone; anything else is reported with its
 # type, and --verbose shows where it came from.
 _USER_ERRORS = (ImportError, OSError, TypeError, ValueError)
