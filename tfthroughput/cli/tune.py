@@ -28,6 +28,7 @@ def add(commands: SubParsers) -> None:
         "the trials table, the chosen setup and a snippet. With --inference it tunes "
         "model.predict instead (data: what predict takes).",
     )
+    tune.set_defaults(tune_parser=tune)
     tune.add_argument(
         "-m",
         dest="module",
@@ -75,11 +76,14 @@ def add(commands: SubParsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tune the workload and print the result; returns the exit status."""
-    if args.module or not _names_a_function(args.workload):
+    if _names_a_script(args):
         from tfthroughput.cli import tune_script
 
         return tune_script.run(args)
-    args.workload = args.workload[0]
+    # MODULE:FUNCTION keeps its meaning, options after it included.
+    first, *rest = args.workload or [""]
+    args = args.tune_parser.parse_args(rest, namespace=args)
+    args.workload = first
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
         load_tensorflow(verbose=args.verbose)
     from tfthroughput.tuning import tune
@@ -101,9 +105,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _names_a_function(words: list[str]) -> bool:
-    """Whether the command names ``MODULE:FUNCTION`` (else a script, with its arguments)."""
-    if len(words) != 1:
+def _names_a_script(args: argparse.Namespace) -> bool:
+    """Whether the command names a script (a file, a ``.py`` path, ``-m MODULE``) rather than
+    ``MODULE:FUNCTION``."""
+    if args.module:
+        return True
+    if not args.workload:
         return False
-    module, _, function = words[0].rpartition(":")
-    return bool(module) and function.isidentifier()
+    first = args.workload[0]
+    module, _, function = first.rpartition(":")
+    if module and function.isidentifier():
+        return False
+    return first.endswith(".py") or os.path.isfile(first)

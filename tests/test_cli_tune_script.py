@@ -1,0 +1,154 @@
+"""`tfthroughput tune SCRIPT`: users' unchanged scripts, run as real subprocesses up to the call
+that is tuned; what is printed, the JSON written and the exit codes asserted."""
+
+from __future__ import annotations
+
+import json
+
+from script_runs import run_command, write_script
+
+PROG = "tfthroughput tune"
+# Short searches: these tests check what is taken and printed, not what is chosen.
+QUICK = ["--budget", "2", "--steps", "4"]
+
+# A first fit on arrays, a second on tf.data: --call 2 takes the second; nothing after it runs.
+TWO_FITS = """
+import sys
+import keras, numpy as np, tensorflow as tf
+
+keras.utils.set_random_seed(1)
+x = np.random.rand(64, 4).astype("float32")
+y = np.random.rand(64, 1).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+model.compile(keras.optimizers.SGD(0.01), "mse", metrics=[keras.metrics.MeanAbsoluteError()])
+print("argv", sys.argv[1:], flush=True)
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+print("first fit done", flush=True)
+model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=3, verbose=0)
+print("second fit done", flush=True)
+"""
+
+PREDICT = """
+import keras, numpy as np
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+model.predict(np.zeros((64, 4), "float32"), batch_size=16, verbose=0)
+print("predicted", flush=True)
+"""
+
+UNREBUILDABLE = """
+import keras, numpy as np
+
+class Scorer(keras.Model):
+    def __init__(self, lookup):  # a Python object the config cannot carry
+        super().__init__()
+        self.lookup = lookup
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.dense(x)
+
+model = Scorer(object())
+model.compile("sgd", "mse")
+model.fit(np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32"), verbose=0)
+print("trained", flush=True)
+"""
+
+GENERATOR = """
+import keras, numpy as np
+
+def batches():
+    while True:
+        yield np.zeros((8, 4), "float32"), np.zeros((8, 1), "float32")
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+model.fit(batches(), steps_per_epoch=2, verbose=0)
+"""
+
+NO_FIT = """
+import keras
+print("no training here", flush=True)
+"""
+
+
+def _tune(args, cwd):
+    return run_command(args, cwd, command_name="tune")
+
+
+def test_the_nth_fit_is_tuned_on_its_own_data_and_the_script_stops_there(tmp_path):
+    write_script(tmp_path, "train.py", TWO_FITS)
+    out = tmp_path / "tune.json"
+    result = _tune(["--call", "2", *QUICK, "--json", str(out), "train.py", "a"], tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.splitlines()
+    assert printed[:2] == ["argv ['a']", "first fit done"]
+    assert "second fit done" not in result.stdout  # stopped at the call, nothing trained
+    assert printed[2].startswith("setting ")  # tune's table
+    assert printed[3].startswith("as given: steps_per_execution=1")
+    # The tf.data call's own data: 8 batches of 8 (the first fit's arrays made 4 of 16).
+    assert "note: steps_per_execution bounded by the epoch length (8 steps)" in printed
+    assert any(line.startswith("chosen: ") for line in printed)
+    assert printed[-1].startswith("Lines to change") or "  model.compile(..., " in result.stdout
+    written = json.loads(out.read_text())
+    assert written["trials"][0]["status"] == "baseline"
+    assert "Traceback" not in result.stderr
+
+
+def test_inference_tunes_the_first_predict(tmp_path):
+    write_script(tmp_path, "serve.py", PREDICT)
+    result = _tune(["--inference", *QUICK, "serve.py"], tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "predicted" not in result.stdout
+    assert "batch 16" in result.stdout.splitlines()[1]  # the baseline: predict's own batch
+    assert any(line.startswith("chosen: ") for line in result.stdout.splitlines())
+
+
+def _last_line(stderr: str) -> str:
+    return stderr.strip().splitlines()[-1]
+
+
+def test_a_model_that_cannot_be_rebuilt_is_one_line_and_exit_2(tmp_path):
+    write_script(tmp_path, "train.py", UNREBUILDABLE)
+    result = _tune(QUICK + ["train.py"], tmp_path)
+
+    assert result.returncode == 2
+    assert "trained" not in result.stdout and "Traceback" not in result.stderr
+    line = _last_line(result.stderr)
+    assert line.startswith(f"{PROG}: cannot rebuild the model: Scorer (NotImplementedError: ")
+    assert "give Scorer a get_config()" in line
+    assert line.endswith(
+        "call tfthroughput.tune(build_model, data) with a function that builds and compiles it"
+    )
+
+
+def test_a_one_shot_generator_is_refused_with_what_to_pass_instead(tmp_path):
+    write_script(tmp_path, "train.py", GENERATOR)
+    result = _tune(QUICK + ["train.py"], tmp_path)
+
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert _last_line(result.stderr) == (
+        f"{PROG}: the call's data is a one-shot generator, which cannot be replayed for every "
+        "trial; pass a tf.data.Dataset (tf.data.Dataset.from_generator), a "
+        "keras.utils.PyDataset or arrays instead"
+    )
+
+
+def test_a_script_that_never_calls_fit_says_so(tmp_path):
+    write_script(tmp_path, "job.py", NO_FIT)
+    result = _tune(QUICK + ["job.py"], tmp_path)
+
+    assert result.returncode == 1
+    assert result.stdout == "no training here\n"
+    assert _last_line(result.stderr) == (
+        f"{PROG}: the script ended before making a fit (exit status 0); nothing to tune"
+    )
+
+
+def test_a_missing_script_is_one_line_and_exit_2(tmp_path):
+    result = _tune(["missing.py"], tmp_path)
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"{PROG}: error: SCRIPT: no such file: 'missing.py'"
