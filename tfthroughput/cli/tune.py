@@ -77,9 +77,9 @@ def add(commands: SubParsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Tune the workload and print the result; returns the exit status."""
     if _names_a_script(args):
-        from tfthroughput.cli import tune_script
+        from tfthroughput.cli.tune_script import run as tune_a_script
 
-        return tune_script.run(args)
+        return tune_a_script(args)
     # MODULE:FUNCTION keeps its meaning, options after it included.
     first, *rest = args.workload or [""]
     args = args.tune_parser.parse_args(rest, namespace=args)
