@@ -36,6 +36,12 @@ def add(commands: SubParsers) -> None:
         help="the script is a module, run as `python -m MODULE` does",
     )
     tune.add_argument(
+        "--apply",
+        action="store_true",
+        help="with SCRIPT: after tuning, the script goes on from that call with the chosen "
+        "setup on its model (this and later calls), then `tfthroughput run`'s summary",
+    )
+    tune.add_argument(
         "--call",
         type=positive_int,
         default=1,

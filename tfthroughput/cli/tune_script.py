@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
         load_tensorflow(verbose=args.verbose)
     kind = "predict" if args.inference else "fit"
+    if args.apply:
+        return _run_applying(target, script_args, kind, args)
     captured, ending = _run_to_call(target, script_args, kind, args.call)
     if captured is None:
         return _no_call(ending, kind, args.call)
@@ -77,11 +79,9 @@ def _run_to_call(target, script_args: list[str], kind: str, number: int):
     from tfthroughput.monitor.call_capture import CaptureStopsTheScript, capture
 
     taken = []
-    script_file = target.code.co_filename
 
     def on_call(call):
-        frames = [f for f in traceback.extract_stack() if f.filename == script_file]
-        call.site = f"{os.path.basename(script_file)}:{frames[-1].lineno}" if frames else None
+        call.site = _site(target)
         taken.append(call)
         raise CaptureStopsTheScript
 
@@ -94,19 +94,97 @@ def _run_to_call(target, script_args: list[str], kind: str, number: int):
     return (taken[0] if taken else None), ending
 
 
+def _site(target) -> str | None:
+    """Where the script made the call being taken (``train.py:42``)."""
+    script_file = target.code.co_filename
+    frames = [f for f in traceback.extract_stack() if f.filename == script_file]
+    return f"{os.path.basename(script_file)}:{frames[-1].lineno}" if frames else None
+
+
+def _run_applying(target, script_args: list[str], kind: str, args: argparse.Namespace) -> int:
+    """``--apply``: the script runs to its end under autolog, tuned at the call and given the
+    chosen setup from there on; then ``tfthroughput run``'s summary."""
+    import tfthroughput
+    from tfthroughput.cli.run_summary import print_summary, write_report_quietly
+    from tfthroughput.cli.tune_apply import apply_at_call, later_calls_hook
+    from tfthroughput.monitor import keras_patch
+    from tfthroughput.monitor.autologging import DEFAULT_LOG_DIR
+    from tfthroughput.monitor.call_capture import capture
+
+    taken = []
+
+    def on_call(call):
+        call.site = _site(target)
+        taken.append(call)
+        saved = _random_state()
+        try:
+            result = _tune(call, args)
+        except CannotTune as error:
+            print(f"{PROG}: {error}; the script runs on unchanged", file=sys.stderr)
+            keras_patch.set_call_hook(None)
+            return
+        finally:  # the script's own random numbers go on as they would have
+            _set_random_state(saved)
+        print(result, flush=True)
+        for line in apply_at_call(result, call):
+            print(f"{PROG} --apply: {line}", flush=True)
+        keras_patch.set_call_hook(later_calls_hook(kind, call.model, result))
+
+    tfthroughput.autolog(log_dir=args.log_dir or DEFAULT_LOG_DIR)
+    capture(kind, args.call, on_call)
+    try:
+        ending = run_target(target, script_args)
+    finally:
+        calls = tfthroughput.monitor.monitored_calls()
+        tfthroughput.autolog(disable=True)
+    sys.stdout.flush()
+    if ending.error is not None:
+        print_traceback(ending.error)
+    elif ending.message is not None:
+        print(ending.message, file=sys.stderr)
+    if not taken:
+        _no_call_line(kind, args.call, ending.exit_code)
+    try:
+        print_summary(calls, write_report_quietly(calls))
+    except Exception as error:  # the summary's own fault never changes the script's result
+        print(f"{PROG}: no summary ({type(error).__name__}: {error})", file=sys.stderr)
+    return ending.exit_code
+
+
+def _random_state() -> tuple:
+    import random
+
+    import numpy as np
+
+    return random.getstate(), np.random.get_state()
+
+
+def _set_random_state(saved: tuple) -> None:
+    import random
+
+    import numpy as np
+
+    random.setstate(saved[0])
+    np.random.set_state(saved[1])
+
+
 def _no_call(ending, kind: str, number: int) -> int:
     sys.stdout.flush()
     if ending.error is not None:
         print_traceback(ending.error)
     elif ending.message is not None:
         print(ending.message, file=sys.stderr)
+    _no_call_line(kind, number, ending.exit_code)
+    return ending.exit_code or 1
+
+
+def _no_call_line(kind: str, number: int, exit_code: int) -> None:
     which = f"a {kind}" if number == 1 else f"{number} {kind} calls"
     print(
-        f"{PROG}: the script ended before making {which} (exit status {ending.exit_code}); "
+        f"{PROG}: the script ended before making {which} (exit status {exit_code}); "
         f"nothing to tune",
         file=sys.stderr,
     )
-    return ending.exit_code or 1
 
 
 def _tune(captured, args: argparse.Namespace):
