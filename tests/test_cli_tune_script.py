@@ -152,3 +152,31 @@ def test_a_missing_script_is_one_line_and_exit_2(tmp_path):
 
     assert result.returncode == 2
     assert result.stderr.strip() == f"{PROG}: error: SCRIPT: no such file: 'missing.py'"
+
+
+def test_apply_tunes_at_the_first_fit_and_the_script_runs_on_through_its_second(tmp_path):
+    write_script(tmp_path, "train.py", TWO_FITS)
+    result = _tune(["--apply", *QUICK, "--log-dir", "runs", "train.py"], tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.splitlines()
+    assert printed[0] == "argv []"
+    assert printed[1].startswith("setting ")  # tuned before the first fit trained
+    assert any(line.startswith(f"{PROG} --apply: ") for line in printed)
+    assert printed[-2:] == ["first fit done", "second fit done"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()) == [
+        "fit-1",
+        "fit-2",
+    ]
+    assert "tfthroughput: 2 monitored calls" in result.stderr  # run's summary
+
+
+def test_apply_on_a_model_that_cannot_be_rebuilt_runs_the_script_unchanged(tmp_path):
+    write_script(tmp_path, "train.py", UNREBUILDABLE)
+    result = _tune(["--apply", *QUICK, "--log-dir", "runs", "train.py"], tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "trained\n" and "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith(PROG)]
+    assert line.startswith(f"{PROG}: cannot rebuild the model: Scorer (")
+    assert line.endswith("; the script runs on unchanged")
