@@ -100,3 +100,19 @@ def test_a_subclassed_model_without_a_config_is_one_message_naming_it_and_the_wa
     assert "\n" not in message
     assert "give _HoldsState a get_config()" in message
     assert "tfthroughput.tune(build_model, data)" in message
+
+
+class _OwnStep(keras.Sequential):
+    """A Sequential subclass with its own train_step (clone_model alone gives a Sequential)."""
+
+    def train_step(self, data):
+        return super().train_step(data)
+
+
+def test_a_sequential_subclass_keeps_its_class_and_so_its_train_step():
+    model = _OwnStep([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    rebuilt = builder(model, dict(model._compile_config.config), model.get_weights())()
+
+    assert type(rebuilt) is _OwnStep
+    assert _same(rebuilt.get_weights(), model.get_weights())

@@ -46,6 +46,8 @@ def _rebuilt(model: Any, compile_arguments: dict[str, Any], weights: list | None
     import keras
 
     clone = keras.models.clone_model(model)
+    if type(clone) is not type(model):  # a Sequential subclass comes back as Sequential,
+        clone = type(model).from_config(model.get_config())  # its own train_step lost
     if weights is not None:
         if not clone.built:
             clone.build_from_config(model.get_build_config())
