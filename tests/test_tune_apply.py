@@ -86,3 +86,25 @@ def test_later_fits_of_the_same_model_get_the_batch_size_and_other_models_do_not
 
     assert mine.batches == 2  # 16 examples in the chosen batches of 8
     assert theirs.batches == 4  # another model: as the script called it
+
+
+def test_later_predicts_of_the_same_model_get_the_batch_size():
+    model = _model()
+    keras_patch.patch(lambda kind, callbacks: None)
+    try:
+        keras_patch.set_call_hook(later_calls_hook("predict", model, _result(batch_size=8)))
+        steps = _PredictBatches()
+        model.predict(np.ones((16, 2), "float32"), batch_size=4, callbacks=[steps], verbose=0)
+    finally:
+        keras_patch.unpatch()
+
+    assert steps.batches == 2
+
+
+class _PredictBatches(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self.batches += 1

@@ -73,8 +73,9 @@ def later_calls_hook(kind: str, model: Any, result: Any):
         if name == kind and called is model:
             arguments = dict(bound.arguments)
             change(arguments)
-            for key in ("x", "y", "batch_size"):
-                bound.arguments[key] = arguments[key]
+            for key in ("x", "y", "batch_size"):  # predict takes no y
+                if key in bound.signature.parameters:
+                    bound.arguments[key] = arguments.get(key)
 
     return hook
 
