@@ -175,3 +175,23 @@ def test_apply_on_a_model_that_cannot_be_rebuilt_runs_the_script_unchanged(tmp_p
     (line,) = [line for line in result.stderr.splitlines() if line.startswith(PROG)]
     assert line.startswith(f"{PROG}: cannot rebuild the model: Scorer (")
     assert line.endswith("; the script runs on unchanged")
+
+
+def test_the_lines_to_change_name_the_compile_arguments_the_batch_and_the_fit_line():
+    from tfthroughput.cli.tune_script import _lines_to_change
+    from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial
+
+    given = TuneSetup(1, False, "float32", batch_size=16)
+    chosen = given.with_(steps_per_execution=32, batch_size=64, policy="mixed_bfloat16")
+    trials = (
+        TuneTrial(given, "as given", "baseline", 100.0, 1.0),
+        TuneTrial(chosen, "faster", "faster", 300.0, 3.0, 2.5, 3.5, 0.1),
+    )
+    result = TuneResult(given, chosen, trials, 10.0, 60.0)
+
+    assert _lines_to_change(result, "train.py:12", "fit").splitlines() == [
+        "Lines to change in the script:",
+        "  before the model is built: tfthroughput.mixed_precision('mixed_bfloat16')",
+        "  model.compile(..., steps_per_execution=32, jit_compile=False)",
+        "  the fit call at train.py:12: fit(..., batch_size=64)",
+    ]
