@@ -46,6 +46,7 @@ from tfthroughput.tuning import tune
 from tfthroughput.tuning._fit_runner import FitRunner
 from tfthroughput.tuning._measure import compare
 from tfthroughput.tuning._pipeline import fill_cache, plan, rebuilt
+from tfthroughput.tuning._table import paired_figure
 from tfthroughput.tuning._training_data import training_data
 
 
@@ -185,8 +186,9 @@ def figures(result, seconds: float) -> str:
     )
     share = confirmation.seconds / max(seconds - confirmation.seconds, 1e-9)
     return (
-        f"search's pick ({pick.label}) {pick.ratio:.2f}x in the search; confirmed "
-        f"{result.speedup:.2f}x for {confirmation.label} by {confirmation.work}; confirmation "
+        f"search's pick ({pick.label}) {paired_figure(pick)} in the search; confirmed "
+        f"{paired_figure(confirmation)} for {confirmation.label} by {confirmation.work}; "
+        "confirmation "
         f"{confirmation.seconds:.1f} s (+{share:.0%} on the search)"
     )
 
@@ -253,9 +255,8 @@ def main() -> None:
         print(
             f"{name}: baseline {comparison.baseline_examples_per_second:,.0f} examples/s, "
             f"tuned ({result.chosen.changes_from(result.baseline)}) "
-            f"{comparison.examples_per_second:,.0f} examples/s: {comparison.ratio:.2f}x "
-            f"[{comparison.ratio_low:.2f}-{comparison.ratio_high:.2f}] over {args.repeats} "
-            f"alternated rounds (re-timed); {figures(result, search)}; tune {search:.1f} s; "
+            f"{comparison.examples_per_second:,.0f} examples/s: {paired_figure(comparison)} "
+            f"(re-timed); {figures(result, search)}; tune {search:.1f} s; "
             f"load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()

@@ -76,6 +76,8 @@ def test_demo_trains_both_pipelines_diagnoses_and_points_to_tensorboard(tmp_path
     assert startup_noise(result.stderr) == [], result.stderr
     assert startup_noise(out) == []
     assert "build_pipeline vs naive:" in out
+    # Two runs not timed side by side: the ratio with the range their epochs allow.
+    assert "examples/s (epoch 2; range of 1 epoch each" in out
     assert "verdict" in out.lower()
     report = log_dir / "report.html"
     assert f"One page comparing both runs: {shlex.quote(str(report))}\n" in out

@@ -34,4 +34,4 @@ def test_every_module_is_in_the_layout_table_under_its_folder():
 def test_the_top_level_holds_the_faces_and_shared_helpers_only():
     """Everything else lives in a room (the demo in ``demo/``, the command in ``cli/``)."""
     top_level = {path.stem for path in (ROOT / "tfthroughput").glob("*.py")}
-    assert top_level == {"__init__", "_lazy", "_optional", "_startup", "_validation"}
+    assert top_level == {"__init__", "_lazy", "_optional", "_ratio_text", "_startup", "_validation"}

@@ -79,8 +79,18 @@ def test_the_speedup_is_stated_as_the_demo_states_it(log_dir):
     (speedup,) = comparison.speedups()
     rows = {row.tag: row for row in comparison.rows}
     assert speedup.ratio == rows["epoch/examples_per_second"].ratios[1]
+    # Two runs not timed side by side: the range their steady epochs allow, and whether
+    # those overlap (then the ratio is within the noise).
+    naive, fast = (
+        [value for _, value in run.scalars["epoch/examples_per_second"]][1:]
+        for run in comparison.runs
+    )
+    assert (speedup.low, speedup.high) == (min(fast) / max(naive), max(fast) / min(naive))
+    assert speedup.overlap == (min(fast) <= max(naive)) and speedup.epochs == 2
+    noise = "; within the noise" if speedup.overlap else ""
     assert str(speedup) == (
-        f"build_pipeline vs naive: {speedup.ratio:.2f}x examples/s (median of epochs 2-3)"
+        f"build_pipeline vs naive: {speedup.ratio:.2f}x [{speedup.low:.2f}-{speedup.high:.2f}] "
+        f"examples/s (median of epochs 2-3; range of 2 epochs each{noise})"
     )
 
 

@@ -152,12 +152,14 @@ def test_the_same_suite_passes_without_the_planted_crash(tmp_path):
 
 def test_a_test_that_hangs_fails_the_run_at_the_timeout_naming_it(tmp_path):
     _write(tmp_path, test_planted_hang=HANG, test_planted_other=OTHER_FILE)
-    run = _run_planted(tmp_path, "--timeout", "5", env={"PLANT_HANG": "1"})
+    options = ("--timeout", "5", "-o", "faulthandler_timeout=3")
+    run = _run_planted(tmp_path, *options, env={"PLANT_HANG": "1"})
 
-    # pytest-timeout's thread method dumps the stacks and ends the worker: xdist reports it as
-    # a crash of that test (the dump goes to the worker's stderr, which xdist does not relay).
+    # pytest-timeout's thread method ends the worker: xdist reports it as a crash of that test.
     assert run.returncode == 1, run.stdout + run.stderr
     assert re.search(
         r"worker 'gw\d' crashed while running 'test_planted_hang.py::test_hangs'", run.stdout
     )
     assert "2 passed" in run.stdout  # the other worker's file ran to its end
+    # faulthandler's dump before the kill says where it hung, on the worker's stderr.
+    assert "in test_hangs" in run.stderr

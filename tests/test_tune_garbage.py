@@ -1,6 +1,6 @@
 """The searches' garbage collections scan only what the search made (``gc.freeze`` around
-tune's and find_batch_size's): what they still collect, nothing frozen that was garbage, and
-a program's own freeze left alone."""
+tune's and find_batch_size's): what they still collect, what waits until after, and a
+program's own freeze left alone."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import weakref
 
 import pytest
 
-from tfthroughput._collector import collector_paused
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
 
 
@@ -35,23 +34,17 @@ def nothing_frozen():
     gc.unfreeze()
 
 
-def test_garbage_from_before_is_collected_not_frozen_and_the_blocks_own_before_it_ends(
-    nothing_frozen,
-):
-    # Frozen, garbage would be freed in one heap at some allocation after the search, wherever
-    # that lands (inside a user's fit, a dropped distributed iterator's functions among it).
-    # The collector is paused, so only the block's own collections free anything here.
-    with collector_paused():
-        before = _cycle()
-        with collections_of_new_objects_only():
-            assert gc.get_freeze_count() > 0
-            assert before() is None  # collected at the start, never frozen
-            inside = _cycle()
-            gc.collect()
-            assert inside() is None  # a trial's model, made in the search, is still freed
-            left = _cycle()
-        assert left() is None  # the search's own, collected before the freeze is lifted
-        assert gc.get_freeze_count() == 0
+def test_a_cycle_made_inside_is_collected_inside_and_one_made_before_waits(nothing_frozen):
+    before = _cycle()  # garbage already: frozen with the rest, so no collection inside sees it
+    with collections_of_new_objects_only():
+        assert gc.get_freeze_count() > 0
+        inside = _cycle()
+        gc.collect()
+        assert inside() is None  # a trial's model, made in the search, is still freed
+        assert before() is not None
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert before() is None  # handed back to the collector after the search
 
 
 def test_a_programs_own_freeze_is_left_alone(nothing_frozen):

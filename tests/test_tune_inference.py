@@ -187,7 +187,7 @@ def test_outputs_beyond_the_tolerance_are_rejected_even_when_faster():
     # 1e-5 where the outputs must not change at all: against the setup it was added to.
     assert spe.status == OUTPUTS_DIFFER and spe.output_check.same_arithmetic
     policy = by_label["XLA on, policy=mixed_float16, batch_size=64"]
-    assert policy.status == OUTPUTS_DIFFER and policy.ratio > 1 + policy.noise
+    assert policy.status == OUTPUTS_DIFFER and policy.ratio_low > 1.03
     assert policy.output_check.max_abs_difference == pytest.approx(0.05)
     assert policy.output_check.max_rel_difference == pytest.approx(0.05)
     assert "DIFFER" in str(policy.output_check)
@@ -212,7 +212,7 @@ def test_the_latency_limit_bounds_the_batch():
     assert labels[1:4] == ["batch_size=64", "batch_size=128", "batch_size=256"]
     over = result.trials[3]
     assert over.status == OVER_LATENCY and over.latency_p95_ms == pytest.approx(1.256)
-    assert over.ratio > 1 + over.noise  # faster, but over the limit: never chosen
+    assert over.ratio_low > 1.03  # faster, but over the limit: never chosen
     assert result.chosen.batch_size == 128
     assert all(t.setup.batch_size <= 128 for t in result.trials[4:])
     assert (
@@ -502,10 +502,10 @@ def test_the_confirmation_times_whole_predict_calls_set_up_included(float32_poli
     assert result.chosen == result.baseline and result.speedup == 1.0
     assert result.predict_kwargs == {"batch_size": 64}
     assert result.confirmation.outcome == (
-        "confirmation: the search's pick, batch_size=512, was 1.01x [1.01-1.01] (noise 3%, 5 of "
-        "5 rounds won), not faster beyond the noise; the next-best, batch_size=256, was 1.01x "
-        "[1.01-1.01] (noise 3%, 5 of 5 rounds won), not faster beyond the noise: the baseline "
-        "is kept"
+        "confirmation: the search's pick, batch_size=512, was 1.01x [1.01-1.01] (median of 5 "
+        "rounds, 94% interval), 5 of 5 rounds won, not shown faster; the next-best, "
+        "batch_size=256, was 1.01x [1.01-1.01] (median of 5 rounds, 94% interval), 5 of 5 rounds "
+        "won, not shown faster: the baseline is kept"
     )
     assert "chosen: the baseline, as given: nothing beat it beyond the noise by whole" in str(
         result

@@ -1,16 +1,12 @@
-"""Alternated rounds and the noise rule of tune's measurement, on fake runners (no fit)."""
+"""Alternated rounds and the paired rule's rounds in tune's measurement, on fake runners
+(no fit)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tfthroughput.tuning._measure import (
-    MIN_NOISE,
-    GPUWindows,
-    combined_noise,
-    compare,
-    compare_together,
-)
+from tfthroughput.tuning._measure import GPUWindows, compare, compare_together
+from tfthroughput.tuning._paired import MAX_ROUNDS, MIN_GAIN
 
 
 class FakeRunner:
@@ -34,75 +30,75 @@ def test_rounds_alternate_and_ratios_pair_each_round():
     base = FakeRunner("base", [1.0, 1.0, 1.0, 1.0], log)
     cand = FakeRunner("cand", [0.5, 0.25, 0.5, 0.5], log)
 
-    result = compare(base, cand, rounds=4)
+    result = compare(base, cand, rounds=4, cap=4)
 
     assert log == ["base", "cand", "cand", "base", "base", "cand", "cand", "base"]
     assert result.baseline_examples_per_second == 100.0
-    assert (result.ratio_low, result.ratio, result.ratio_high) == (2.0, 2.0, 4.0)
-    # A steady baseline, but the candidate's runs scatter from 200 to 400 examples/s: its
-    # spread (200 / 200) is the noise, and a 2.0x median does not clear 1 + 1.0.
-    assert result.noise == pytest.approx(1.0)
-    assert not result.faster
+    assert result.ratios == (2.0, 4.0, 2.0, 2.0) and result.ratio == 2.0
+    # Four rounds give no interval of 90 % (the min and max cover 87.5 %): no verdict yet.
+    assert result.coverage == pytest.approx(0.875) and not result.faster
 
 
-def test_steady_runs_on_both_sides_leave_the_noise_floor():
+def test_rounds_are_added_until_the_interval_settles():
     log = []
-    result = compare(FakeRunner("base", [1.0] * 3, log), FakeRunner("cand", [0.5] * 3, log), 3)
-
-    assert result.noise == MIN_NOISE and result.ratio == 2.0 and result.faster
-
-
-def test_a_gain_inside_the_baselines_own_spread_is_not_faster():
-    log = []
-    base = FakeRunner("base", [1.0, 1.5, 1.0], log)  # 100, 66.7, 100 examples/s: 33 % spread
-    cand = FakeRunner("cand", [0.8, 1.2, 0.8], log)  # 1.25x in every round
+    base = FakeRunner("base", [1.0] * 20, log)
+    cand = FakeRunner("cand", [0.5] * 20, log)
 
     result = compare(base, cand, rounds=3)
 
-    # Both sides scatter by a third: the noise is their sum.
-    assert result.noise == pytest.approx(2 * (100 - 200 / 3) / 100)
-    assert result.ratio == pytest.approx(1.25) and result.ratio_low > 1
-    assert not result.faster
+    # 3 rounds asked, 5 run: the first interval of 90 %, already narrow (2x every round).
+    assert result.rounds == 5 and (result.ratio_low, result.ratio_high) == (2.0, 2.0)
+    assert result.noise == 0.0 and result.faster and result.coverage == pytest.approx(0.9375)
 
 
-def test_a_candidate_whose_own_runs_scatter_is_not_faster_on_a_steady_baseline():
+def test_the_sign_test_interval_drops_one_outlier_from_eight_rounds():
     log = []
-    base = FakeRunner("base", [1.0] * 5, log)  # 100 examples/s in every round: 0 % spread
-    # 125, 167, 100, 125, 200 examples/s: a 1.25x median, 4 of 5 rounds won, but its own runs
-    # spread over (200 - 100) / 125 = 80 %. The baseline's spread alone (the 3 % floor) would
-    # call it faster.
-    cand = FakeRunner("cand", [0.8, 0.6, 1.0, 0.8, 0.5], log)
+    base = FakeRunner("base", [1.0] * 8, log)
+    # 2x in 7 rounds, one descheduled round at 0.5x: the interval is [r(2), r(7)].
+    cand = FakeRunner("cand", [0.5, 0.5, 2.0, 0.5, 0.5, 0.5, 0.5, 0.5], log)
 
-    result = compare(base, cand, rounds=5)
+    result = compare(base, cand, rounds=8, cap=8)
 
-    assert result.ratio == pytest.approx(1.25) and result.rounds_won == 4
-    assert combined_noise([100.0] * 5, [125.0] * 5) == MIN_NOISE  # were its runs steady
-    assert result.noise == pytest.approx(0.8)
-    assert not result.faster
+    assert (result.ratio_low, result.ratio, result.ratio_high) == (2.0, 2.0, 2.0)
+    assert result.faster and result.rounds_won == 7
 
 
-def test_a_gain_beyond_both_spreads_is_faster():
+def test_a_candidate_whose_own_runs_scatter_is_not_shown_faster():
     log = []
-    base = FakeRunner("base", [1.0, 1.1, 1.0, 1.0, 1.1], log)  # 100 or 90.9: 9 % spread
-    cand = FakeRunner("cand", [0.5, 0.5, 0.55, 0.5, 0.5], log)  # 200 or 182: 9 % spread
+    base = FakeRunner("base", [1.0] * 15, log)  # a steady baseline
+    # 0.6x to 2x around a 1.1x median, round after round: 2 rounds in 5 lose, the interval
+    # stays wide. Its best rounds alone (2x) would make it the pick.
+    cand = FakeRunner("cand", [0.5, 1 / 0.6, 1 / 1.1, 1 / 0.8, 1 / 1.4] * 3, log)
 
-    result = compare(base, cand, rounds=5)
+    result = compare(base, cand, rounds=3)
 
-    assert result.noise == pytest.approx(2 * (1 - 1 / 1.1))
-    assert result.ratio > 1 + result.noise and result.faster
+    assert result.ratio == pytest.approx(1.1) and result.rounds == MAX_ROUNDS
+    assert result.ratio_low < 1 + MIN_GAIN and not result.faster
+    assert result.verdict == "not shown faster"
 
 
-def test_one_round_lost_does_not_veto_but_most_rounds_lost_do():
+def test_a_load_ramp_that_slows_both_sides_alike_keeps_the_verdict():
     log = []
-    base = FakeRunner("base", [1.0] * 6, log)
-    one_lost = compare(base, FakeRunner("cand", [0.5, 1.1, 0.5], log), rounds=3)
-    assert (one_lost.rounds_won, one_lost.rounds) == (2, 3) and one_lost.faster
-    two_lost = compare(base, FakeRunner("cand", [0.2, 1.1, 1.1], log), rounds=3)
-    assert two_lost.ratio < 1 and not two_lost.faster
-    lucky = compare(
-        FakeRunner("base", [1.0] * 4, log), FakeRunner("cand", [0.2, 0.2, 1.1, 1.1], log), 4
+    load = [1.0 + index / 4 for index in range(15)]  # up to 4.5 times slower by the end
+    base = FakeRunner("base", [1.0 * x for x in load], log)
+    cand = FakeRunner("cand", [0.8 * x for x in load], log)  # 1.25x in every round
+
+    result = compare(base, cand, rounds=3)
+
+    assert result.ratio == pytest.approx(1.25) and result.faster and result.rounds == 5
+
+
+def test_a_slower_candidate_is_slower_and_a_budget_stops_the_rounds():
+    log = []
+    slower = compare(FakeRunner("base", [1.0] * 9, log), FakeRunner("cand", [2.0] * 9, log), 3)
+    assert slower.verdict == "slower" and slower.rounds == 5
+    stopped = compare(
+        FakeRunner("base", [1.0] * 9, log),
+        FakeRunner("cand", [0.5] * 9, log),
+        3,
+        more=lambda rounds_run: False,
     )
-    assert lucky.ratio > 1 + lucky.noise and not lucky.faster  # 2 of 4 is not more than half
+    assert stopped.rounds == 3 and not stopped.faster  # no interval of 90 % in 3 rounds
 
 
 def test_gpu_windows_count_the_candidates_runs_only():
@@ -128,7 +124,7 @@ def test_gpu_windows_count_the_candidates_runs_only():
     cand = FakeRunner("cand", [1.0, 1.0], log)
     windows = GPUWindows(FakeSampler())
 
-    result = compare(base, cand, rounds=2, gpu=windows)
+    result = compare(base, cand, rounds=2, gpu=windows, cap=2)
 
     # collect #1 begins; round 0: base (#2), cand (#3 -> 10); round 1: cand (#4 -> 90), base.
     assert result.gpu_utilization == 50.0 and result.sm_activity == 5.0
@@ -140,7 +136,7 @@ def test_compare_together_rotates_the_order_and_judges_each_against_the_same_bas
     fast = FakeRunner("fast", [0.5, 1.0, 0.5], log)  # 2x in every round
     same = FakeRunner("same", [1.0, 2.0, 1.0], log)  # the baseline's speed in every round
 
-    fast_found, same_found = compare_together(base, [fast, same], rounds=3)
+    fast_found, same_found = compare_together(base, [fast, same], rounds=3, cap=3)
 
     assert log == ["base", "fast", "same", "fast", "same", "base", "same", "base", "fast"]
     # Every side ran once, untimed, before the first timed run of any.
@@ -150,5 +146,4 @@ def test_compare_together_rotates_the_order_and_judges_each_against_the_same_bas
     # Each candidate's own speeds, round by round, so two candidates compare per round too.
     assert fast_found.speeds == (200.0, 100.0, 200.0)
     assert same_found.speeds == (100.0, 50.0, 100.0)
-    assert fast_found.noise == pytest.approx(0.5 + 0.5)  # both sides spread by 50 %
-    assert not same_found.faster
+    assert not same_found.faster and same_found.verdict == "not shown faster"

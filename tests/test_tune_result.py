@@ -27,6 +27,7 @@ def result(chosen=FAST) -> TuneResult:
             4.5,
             5.5,
             0.1,
+            rounds=5,
             warmup_seconds=2.0,
             memory_mib=3.0,
             loss_check=check,
@@ -57,7 +58,10 @@ def test_the_table_lists_every_trial_and_the_choice():
     assert "steps_per_execution=32, XLA on, pipeline rebuilt" in lines[2]
     assert "5.00 [4.50-5.50]" in lines[2] and "ok: 2.0e-07" in lines[2]
     assert lines[3].endswith("failed: XLA could not compile the train step (...)")
-    assert "chosen: steps_per_execution=32, XLA on, pipeline rebuilt: 5.00x the baseline" in text
+    assert (
+        "chosen: steps_per_execution=32, XLA on, pipeline rebuilt: 5.00x [4.50-5.50] (median of "
+        "5 rounds, 94% interval) over the baseline" in text
+    )
     assert "note: input pipeline tried: input-bound fraction 0.40" in text
 
 

@@ -83,8 +83,9 @@ def test_launch_bound_tiny_model_gets_more_steps_per_execution_with_the_same_los
     }
     chosen = result.chosen_trial
     assert chosen.status == FASTER
-    assert chosen.noise == pytest.approx(0.03)  # equal rounds: the noise floor
-    assert chosen.rounds_won == QUICK["rounds"]
+    assert chosen.noise == 0.0  # equal rounds: the interval is one point
+    # 3 rounds asked, 5 run: the first with an interval of 90 % (the paired rule)
+    assert chosen.rounds_won == chosen.rounds == 5
     assert chosen.loss_check.same_arithmetic and chosen.loss_check.passed
     assert chosen.loss_check.relative_difference <= 1e-5
     assert result.compile_kwargs == {
@@ -535,9 +536,15 @@ def test_the_confirmation_times_the_users_epochs_and_gives_the_headline():
     assert confirmation.baseline_examples_per_second == pytest.approx(256 / 0.144)
     assert confirmation.outcome == ""
     text = str(result)
-    assert "search's pick: steps_per_execution=8: 4.50x the baseline in the search's runs" in text
-    assert "chosen: steps_per_execution=8: 4.50x the baseline by the first 32 of each" in text
-    assert result.snippet.startswith("# 4.50x the baseline by the first 32")
+    assert (
+        "search's pick: steps_per_execution=8: 4.50x [4.50-4.50] (median of 5 rounds, 94% "
+        "interval) over the baseline in the search's runs"
+    ) in text
+    assert (
+        "chosen: steps_per_execution=8: 4.50x [4.50-4.50] (median of 5 rounds, 94% interval) "
+        "over the baseline by the first 32 of each"
+    ) in text
+    assert result.snippet.startswith("# 4.50x [4.50-4.50] (median of 5 rounds, 94% interval)")
     assert result.to_dict()["confirmation"]["ratio"] == pytest.approx(4.5)
 
 
@@ -564,10 +571,10 @@ def test_a_pick_the_users_epochs_do_not_confirm_gives_way_to_the_next_best():
     assert confirmation.work == "whole fit epochs (32 steps, callbacks included)"
     assert result.speedup == pytest.approx(3.0)
     assert confirmation.outcome == (
-        "confirmation: the search's pick, steps_per_execution=8, was 0.27x [0.27-0.27] (noise "
-        "3%, 0 of 5 rounds won), not faster beyond the noise; the next-best, "
-        "steps_per_execution=4, was 3.00x [3.00-3.00] (noise 3%, 5 of 5 rounds won): "
-        "steps_per_execution=4 is chosen"
+        "confirmation: the search's pick, steps_per_execution=8, was 0.27x [0.27-0.27] (median "
+        "of 5 rounds, 94% interval), 0 of 5 rounds won, slower; the next-best, "
+        "steps_per_execution=4, was 3.00x [3.00-3.00] (median of 5 rounds, 94% interval), 5 of 5 "
+        "rounds won: steps_per_execution=4 is chosen"
     )
     assert confirmation.outcome in str(result).splitlines()
     assert result.chosen_trial.ratio == pytest.approx(3.0)  # the search's own figure for it
@@ -595,11 +602,14 @@ def test_when_no_pick_is_faster_by_the_users_epochs_the_baseline_is_kept():
     assert not result.improved and result.chosen == result.baseline
     assert result.speedup == 1.0
     assert result.confirmation.outcome.endswith(
-        "steps_per_execution=4, was 1.02x [1.02-1.02] (noise 3%, 5 of 5 rounds won), not "
-        "faster beyond the noise: the baseline is kept"
+        "steps_per_execution=4, was 1.02x [1.02-1.02] (median of 5 rounds, 94% interval), 5 of 5 "
+        "rounds won, not shown faster: the baseline is kept"
     )
     text = str(result)
-    assert "search's pick: steps_per_execution=8: 4.50x the baseline in the search's runs" in text
+    assert (
+        "search's pick: steps_per_execution=8: 4.50x [4.50-4.50] (median of 5 rounds, 94% "
+        "interval) over the baseline in the search's runs"
+    ) in text
     assert (
         "chosen: the baseline, as given: nothing beat it beyond the noise by whole fit epochs "
         "(32 steps, callbacks included)"

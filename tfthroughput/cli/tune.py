@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
     args.workload = first
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
         load_tensorflow(verbose=args.verbose)
+    from tfthroughput.cli.workload import inference_arguments, load_workload
     from tfthroughput.tuning import tune
-    from tfthroughput.tuning.workload import inference_arguments, load_workload
 
     workload = load_workload(args.workload)
     result = tune(

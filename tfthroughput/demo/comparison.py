@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfthroughput.report.steady_epochs import Speedup, steady_label
+from tfthroughput.report.steady_epochs import Speedup, speedup, steady_label
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,8 @@ class RunSummary:
 
     Attributes:
         epochs: Epochs trained; which ones the figures are is ``steady_label(epochs)``.
+        epoch_examples_per_second: Examples/s of each epoch (the speed-up's range); empty
+            where not known.
     """
 
     name: str
@@ -23,6 +25,7 @@ class RunSummary:
     gpu_utilization_percent: float | None
     cpu_percent: float | None
     epochs: int = 1
+    epoch_examples_per_second: tuple[float, ...] = ()
 
 
 def comparison_table(runs: list[RunSummary]) -> str:
@@ -80,17 +83,16 @@ def comparison_markdown(runs: list[RunSummary]) -> str:
             f"| {run.name} | {run.examples_per_second:,.0f} | {run.epoch_seconds:.2f} s | "
             f"{gpu} | {cpu} |"
         )
-    speedup = _speedup(runs)
-    lines += [
-        "",
-        f"**{speedup.run} vs {speedup.baseline}: {speedup.ratio:.2f}x {speedup.unit}** "
-        f"({speedup.label})",
-    ]
+    figure, words = str(_speedup(runs)).split(" (", 1)  # the figure bold, its words after
+    lines += ["", f"**{figure}** ({words}"]
     return "\n".join(lines)
 
 
 def _speedup(runs: list[RunSummary]) -> Speedup:
     last, first = runs[-1], runs[0]
+    if last.epoch_examples_per_second and first.epoch_examples_per_second:
+        mine, theirs = last.epoch_examples_per_second, first.epoch_examples_per_second
+        return speedup(last.name, first.name, mine, theirs, "examples/s")
     return Speedup(
         run=last.name,
         baseline=first.name,

@@ -49,8 +49,8 @@ def gpu_status() -> str:
 
 def tune_demo(log_dir: str):
     """tune on its own launch-bound workload; the table also goes to ``log_dir``'s Text tab."""
+    from tfthroughput.demo.tune_workload import demo_workload
     from tfthroughput.tuning import tune
-    from tfthroughput.tuning.workload import demo_workload
 
     return tune(
         **demo_workload(),
@@ -76,7 +76,7 @@ def run_demo(
     """Run the whole demo; returns the two runs' summaries (naive first).
 
     With ``tune``, :func:`tfthroughput.tune` then runs on its own launch-bound workload
-    (:func:`tfthroughput.tuning.workload.demo_workload`), its table written to ``log_dir/tune``.
+    (:func:`tfthroughput.demo.tune_workload.demo_workload`), its table written to ``log_dir/tune``.
 
     Raises:
         ValueError: If ``log_dir`` or ``data_dir`` cannot be created or written to (checked

@@ -91,6 +91,7 @@ def train(
         gpu_utilization_percent=steady_median(gpu_per_epoch) if gpu_per_epoch else None,
         cpu_percent=steady_median(cpu_per_epoch) if cpu_per_epoch else None,
         epochs=len(history["seconds"]),
+        epoch_examples_per_second=tuple(history["examples_per_second"]),
     )
 
 

@@ -7,8 +7,6 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from tfthroughput._collector import collector_paused
-
 
 class _EpochTimer(keras.callbacks.Callback):
     """Times each epoch of a ``fit``.
@@ -56,15 +54,14 @@ def _timed_fit(
         Seconds of each timed epoch (warm-up excluded).
     """
     timer = _EpochTimer(clock, on_measure_begin)
-    with collector_paused():
-        model.fit(
-            dataset,
-            epochs=repeats + 1,
-            steps_per_epoch=steps,
-            verbose=0,
-            shuffle=False,
-            callbacks=[timer],
-        )
+    model.fit(
+        dataset,
+        epochs=repeats + 1,
+        steps_per_epoch=steps,
+        verbose=0,
+        shuffle=False,
+        callbacks=[timer],
+    )
     if len(timer.seconds) != repeats + 1:
         raise RuntimeError(
             f"`fit` stopped after {len(timer.seconds)} of {repeats + 1} epochs (a callback or "

@@ -11,7 +11,6 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfthroughput._collector import collector_paused
 from tfthroughput.diagnosis._arguments import (
     DiagnosisArguments,
     check_diagnosis_arguments,
@@ -214,8 +213,7 @@ def _timed_predict(
                 readings.append(stack.enter_context(utilization_probe()))
 
         timer = _PredictTimer(clock, steps, on_start)
-        with collector_paused():
-            model.predict(dataset, steps=2 * steps, verbose=0, callbacks=[timer])
+        model.predict(dataset, steps=2 * steps, verbose=0, callbacks=[timer])
     if timer.seconds is None or timer.timed_from >= 2 * steps:
         raise RuntimeError(f"`predict` ran fewer than {2 * steps} batches, so no timing was taken.")
     seconds = timer.seconds * steps / (2 * steps - timer.timed_from)

@@ -52,22 +52,16 @@ def collections_of_new_objects_only() -> Iterator[None]:
     15 of them in a ``tune`` search of three trials and its confirmation (2.6 s of a 7.7 s
     search on a small model). ``gc.freeze`` moves what exists now into the permanent
     generation, which collections skip, and ``gc.unfreeze`` hands it back after the block;
-    the trials' models are all made inside it, so they are still collected. Garbage that
-    exists at the start is collected first, not frozen, and the block's own before it ends:
-    either, left over, would be freed in one heap at some allocation after the block,
-    wherever that lands (TensorFlow objects among it, such as a dropped distributed
-    iterator's functions: see :mod:`tfthroughput._collector`). Where the program froze
-    objects itself (``gc.get_freeze_count()``), its choice is left alone.
+    the trials' models are all made inside it, so they are still collected. Where the program
+    froze objects itself (``gc.get_freeze_count()``), its choice is left alone.
     """
     if gc.get_freeze_count():
         yield
         return
-    gc.collect()
     gc.freeze()
     try:
         yield
     finally:
-        gc.collect()  # the block's own garbage, while only its objects are scanned
         gc.unfreeze()
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tfthroughput.hardware.metrics import ALL_METRICS
 from tfthroughput.report.folder_events import FolderEvents, load_folder_events
-from tfthroughput.report.steady_epochs import Speedup, steady_label, steady_median
+from tfthroughput.report.steady_epochs import Speedup, speedup, steady_label, steady_median
 
 # GPUMonitor's default `run_name`: such a run is named after the folder that holds it.
 MONITOR_RUN_NAME = "hardware"
@@ -189,11 +189,22 @@ class RunComparison:
             row = by_tag.get(tag)
             if row is None:
                 continue
-            return tuple(
-                Speedup(run.name, self.runs[0].name, ratio, unit, self.label)
-                for run, ratio in zip(self.runs[1:], row.ratios[1:], strict=True)
-                if ratio is not None
-            )
+            base = [value for _, value in self.runs[0].scalars.get(tag, ())]
+            found = []
+            for run, ratio in zip(self.runs[1:], row.ratios[1:], strict=True):
+                values = [value for _, value in run.scalars.get(tag, ())]
+                if ratio is None:
+                    continue
+                if values and base:  # the range their epochs allow
+                    found.append(
+                        replace(
+                            speedup(run.name, "", values, base, unit),
+                            **{"baseline": self.runs[0].name, "ratio": ratio, "label": self.label},
+                        )
+                    )
+                else:
+                    found.append(Speedup(run.name, self.runs[0].name, ratio, unit, self.label))
+            return tuple(found)
         return ()
 
     def series(self, quantity: Quantity) -> list[tuple[Run, str, tuple[tuple[int, float], ...]]]:

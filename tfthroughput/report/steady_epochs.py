@@ -11,6 +11,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tfthroughput._ratio_text import ratio_text, unpaired_range, unpaired_words
+
 
 def steady_epochs(values: Sequence[float]) -> Sequence[float]:
     """The epochs a comparison uses: all but the first, which includes tracing, compilation and
@@ -55,6 +57,11 @@ class Speedup:
         ratio: ``run``'s figure over ``baseline``'s.
         unit: ``"examples/s"``, or ``"steps/s"`` where no run logged examples/s.
         label: Which epochs the figures are, e.g. ``"median of epochs 2-3"``.
+        low: The lowest ratio the two runs' epochs allow (the slowest of ``run``'s over the
+            fastest of ``baseline``'s); ``None`` where the epochs are not known.
+        high: The highest; ``None`` where the epochs are not known.
+        epochs: Epochs of each run the range is taken over.
+        overlap: Whether the two runs' epoch ranges overlap: the ratio is within the noise.
     """
 
     run: str
@@ -62,6 +69,32 @@ class Speedup:
     ratio: float
     unit: str
     label: str
+    low: float | None = None
+    high: float | None = None
+    epochs: int = 0
+    overlap: bool = False
 
     def __str__(self) -> str:
-        return f"{self.run} vs {self.baseline}: {self.ratio:.2f}x {self.unit} ({self.label})"
+        if self.low is None or self.high is None:
+            return f"{self.run} vs {self.baseline}: {self.ratio:.2f}x {self.unit} ({self.label})"
+        figure = ratio_text(self.ratio, self.low, self.high)
+        words = unpaired_words(self.epochs, self.overlap)
+        return f"{self.run} vs {self.baseline}: {figure} {self.unit} ({self.label}; {words})"
+
+
+def speedup(
+    run: str, baseline: str, values: Sequence[float], base: Sequence[float], unit: str
+) -> Speedup:
+    """``run``'s speed-up over ``baseline`` from each one's per-epoch figure (higher is
+    faster), over :func:`steady_epochs`: the ratio of the medians and the range the epochs
+    allow, two runs not timed side by side.
+
+    Example:
+        >>> print(speedup("b", "a", [90.0, 300.0, 330.0], [50.0, 100.0, 110.0], "examples/s"))
+        b vs a: 3.00x [2.73-3.30] examples/s (median of epochs 2-3; range of 2 epochs each)
+    """
+    mine, theirs = steady_epochs(values), steady_epochs(base)
+    ratio, low, high, overlap = unpaired_range(mine, theirs)
+    label = steady_label(min(len(values), len(base)))
+    epochs = min(len(mine), len(theirs))
+    return Speedup(run, baseline, ratio, unit, label, low, high, epochs, overlap)

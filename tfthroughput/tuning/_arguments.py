@@ -72,7 +72,7 @@ def check_fraction(name: str, value: object) -> float:
 
 
 def check_rounds(rounds: int) -> None:
-    """``rounds``, already a positive int, is at least 2: the noise needs two rounds."""
+    """``rounds``, already a positive int, is at least 2: a comparison needs two rounds to start."""
     if rounds < 2:
         raise ValueError(
             f"`rounds` must be at least 2 (the noise is the spread between rounds). "

@@ -32,7 +32,7 @@ def training_batch_knob(search: Search) -> None:
         size = data.batch_size * factor
         if data.kind == ARRAYS and size > len(keras.tree.flatten(data.value[0])[0]):
             return
-        trial = search.try_setup(search.best[0].with_(batch_size=size), same_arithmetic=False)
+        trial = search.try_setup(search.best.setup.with_(batch_size=size), same_arithmetic=False)
         if trial is None or trial.status == FAILED:
             return
 
@@ -71,5 +71,8 @@ def inference_batch_line(search: Search) -> None:
         return trial.status in ENDS_AN_INFERENCE_LINE
 
     double_along(
-        given * 2, bound, lambda size: search.try_setup(search.best[0].with_(batch_size=size)), ends
+        given * 2,
+        bound,
+        lambda size: search.try_setup(search.best.setup.with_(batch_size=size)),
+        ends,
     )

@@ -9,12 +9,14 @@ tried in which order, and the result it makes. The rules live here once:
 
 - A trial is skipped when the time left is less than 1.25 times the cost of the dearest of the
   last three trials (:func:`~tfthroughput.tuning._trial_verdict.over_budget`).
-- Every trial is measured against the baseline in alternated rounds (``_measure.compare``).
+- Every trial is measured against the baseline in alternated rounds (``_measure.compare``),
+  judged by the paired rule (``_paired``), rounds added until it settles or the budget is spent.
 - A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
   the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
   that gains nothing measurable is not added).
-- The best so far keeps its runner's reference for later math checks (``Workload.reference_of``:
-  inference's outputs, which a trial that only adds ``steps_per_execution`` must match).
+- The best so far is a :class:`BestSoFar` record; it keeps its runner's reference for later
+  math checks (``Workload.reference_of``: inference's outputs, which a trial that only adds
+  ``steps_per_execution`` must match).
 """
 
 from __future__ import annotations
@@ -66,6 +68,26 @@ def lengthen(
         set_steps(runner.steps * 2)
         seconds = runner.run()
     return seconds
+
+
+@dataclass(frozen=True)
+class BestSoFar:
+    """The best setup so far: the baseline's until a trial beats it.
+
+    Attributes:
+        setup: Its setup.
+        comparison: Its comparison with the baseline; ``None`` for the baseline itself.
+        reference: What its runner kept for later checks (``Workload.reference_of``).
+    """
+
+    setup: TuneSetup
+    comparison: Comparison | None = None
+    reference: Any = None
+
+    @property
+    def ratio(self) -> float:
+        """Its median ratio to the baseline (1.0 for the baseline)."""
+        return 1.0 if self.comparison is None else self.comparison.ratio
 
 
 class Workload:
@@ -175,14 +197,14 @@ class Search:
         self.stopped = False
         self.base: Any = None  # the baseline's runner, alive for every trial's rounds
         self.base_setup: TuneSetup | None = None
-        self.best: tuple[TuneSetup, Comparison | None] | None = None
-        self.best_reference: Any = None
+        self.best: BestSoFar | None = None
         self.baseline_speeds: list[float] = []
+        self._rounds_began = 0.0  # when the current comparison's rounds began (``_more``)
 
     @property
     def best_ratio(self) -> float:
         """The best setup's median ratio to the baseline (1.0 while the baseline is the best)."""
-        return 1.0 if self.best[1] is None else self.best[1].ratio
+        return self.best.ratio
 
     def run(self) -> Any:
         """Measure the baseline, try the knobs, confirm the best; the workload's result."""
@@ -194,7 +216,7 @@ class Search:
             self.base.close()
         seconds = self.clock() - self._start  # the search's own: the confirmation has its own
         confirmation = self._confirm()
-        chosen = self.best[0] if confirmation is None else confirmation.setup
+        chosen = self.best.setup if confirmation is None else confirmation.setup
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base)
         if speeds:  # the rounds' median, the baseline's ratio 1 by definition
             figures = self.workload.baseline_figures(self.base)
@@ -218,14 +240,17 @@ class Search:
         if self._out_of_time():
             return None
         start = self.clock()
-        runner = self.workload.candidate(self, setup, **how)
         label = label or setup.changes_from(self.base_setup)
-        comparison = reference = None
-        try:
+        comparison = reference = runner = None
+        try:  # a knob that cannot take the user's input fails its trial with one line
+            runner = self.workload.candidate(self, setup, **how)
             runner.start()
             before_round = self.workload.before_round(self.base, runner)
             rounds = self.settings.rounds
-            comparison = compare(self.base, runner, rounds, self._gpu, before_round=before_round)
+            self._rounds_began = self.clock()
+            comparison = compare(
+                self.base, runner, rounds, self._gpu, before_round=before_round, more=self._more
+            )
         except TrialFailed as error:
             trial = self.workload.trial_type(setup, label, FAILED, reason=str(error))
             comparison = None
@@ -234,14 +259,15 @@ class Search:
             reference = self.workload.reference_of(runner)
             self.baseline_speeds += comparison.baseline_speeds
         finally:
-            runner.close()
+            if runner is not None:
+                runner.close()
         self._costs.append(self.clock() - start)
         self.trials.append(trial)
         # Each trial was measured against the baseline in its own rounds, so drift between
         # trials cancels and the median ratios compare.
         margin = 1.0 + self.workload.best_margin
         if trial.status == FASTER and comparison.ratio > self.best_ratio * margin:
-            self.best, self.best_reference = (setup, comparison), reference
+            self.best = BestSoFar(setup, comparison, reference)
         return trial
 
     def _measure_baseline(self) -> None:
@@ -253,9 +279,17 @@ class Search:
                 f"{self.workload.cannot_run}, so there is nothing to tune: {error}"
             ) from error
         self.base, self.base_setup = runner, runner.setup
-        self.best, self.best_reference = (runner.setup, None), self.workload.reference_of(runner)
+        self.best = BestSoFar(runner.setup, None, self.workload.reference_of(runner))
         self._costs.append(self.clock() - start)
         self.trials.append(self.workload.trial_type(**as_given(runner)))
+
+    def _more(self, rounds_run: int) -> bool:
+        """Whether a comparison may add a round: one more round at the cost of the rounds so
+        far, and as much again for the trial's end (its judgement, its model released), fit
+        in the search's budget."""
+        now = self.clock()
+        per_round = (now - self._rounds_began) / max(rounds_run, 1)
+        return now - self._start + 2 * per_round <= self.settings.time_budget
 
     def _out_of_time(self) -> bool:
         elapsed = self.clock() - self._start
@@ -269,7 +303,7 @@ class Search:
         its share of the search's time at the speeds the search measured, never fewer examples
         than the search's own runs."""
         rounds = self.settings.confirm_rounds
-        candidates = picks(self.trials, self.best[0], self.base_setup) if rounds else []
+        candidates = picks(self.trials, self.best.setup, self.base_setup) if rounds else []
         if not candidates:
             return None
         speeds = self.baseline_speeds or self.workload.search_speeds(self.base) or [1.0]

@@ -13,7 +13,6 @@ from typing import Any
 
 import keras
 
-from tfthroughput._collector import collector_paused
 from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
 from tfthroughput.tuning._trial_runner import TrialRunner
 from tfthroughput.tuning.loss_check import reported_loss
@@ -135,7 +134,7 @@ class FitRunner(TrialRunner):
 
     def _fit(self, steps: int | None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
-        with trial_failures(self.loop), collector_paused():
+        with trial_failures(self.loop):
             history = self.model.fit(
                 **self._feed,
                 epochs=1,

@@ -131,11 +131,11 @@ class InferenceWorkload(Workload):
 
     def judge(self, search: Search, setup, label, runner, comparison) -> InferenceTrial:
         """The trial: its outputs checked, its p95 latency against the limit."""
-        parent = search.best[0]
+        parent = search.best.setup
         if setup.with_(steps_per_execution=parent.steps_per_execution) == parent:
             # Only steps_per_execution added: the setup it was added to must be matched exactly.
             check = compare_outputs(
-                search.best_reference,
+                search.best.reference,
                 runner.outputs,
                 same_arithmetic=True,
                 tolerance=EXACT_OUTPUT_TOLERANCE,

@@ -73,9 +73,9 @@ def walk_along(
 def gains(trial: Any, line_best: float) -> bool:
     """Whether a trial carries its line on: faster than the baseline beyond the noise (the
     rule that makes a trial the best setup), and beating the line's best by ``LINE_GAIN``.
-    A ratio 3 % above the line's best that the rounds cannot tell from the baseline is no
-    gain: counted as one, it carried lines through values that only the noise lifted (the
-    compute-bound MLP of ``benchmarks/tune.py``: XLA at 1.21x "within noise" over 1.17x)."""
+    A ratio above the line's best that the rounds cannot tell from the baseline is no gain:
+    counted as one, it carries lines through values that only the noise lifted (measured:
+    docs/tuning.md, "Why the search is shaped so")."""
     return trial.status == FASTER and trial.ratio > line_best * (1.0 + LINE_GAIN)
 
 

@@ -3,19 +3,9 @@
 Each round times one run of the baseline and one of the candidate, back to back, in
 alternating order (baseline first in even rounds, candidate first in odd ones), after a short
 untimed run of each side that last ran before another model was built (it runs its next work
-slower, once: ``FitRunner.rewarm``). The ratio of
-each round is the candidate's examples/s over the baseline's in that round; the result is the
-median ratio and its spread. The noise counts both sides: the baseline's own spread over the
-rounds, ``(max - min) / median`` of its examples/s, plus the candidate's, at least
-:data:`MIN_NOISE`. A candidate is faster only when its median ratio exceeds ``1 + noise`` and it
-beat the baseline in more than half of the rounds (one round lost to a descheduled run does not
-veto it, as it would if every round had to be won).
-
-Why both spreads: a ratio moves when either side moves. With the baseline's spread alone, a
-candidate whose own runs scatter (a batch that sometimes hits the allocator, a run that was
-descheduled) passed on a steady baseline: issue 29's compute-bound batch 2048 read 1.25x in
-three rounds and 0.91x by whole ``predict`` calls. The sum is the widest the ratio can move
-when the two drift apart, so a gain beyond it is not the two runs' scatter.
+slower, once: ``FitRunner.rewarm``). The ratio of each round is the candidate's examples/s over
+the baseline's in that round; the comparison is judged on those ratios alone by the paired
+rule (``_paired``): their median with its sign-test interval, rounds added until it settles.
 """
 
 from __future__ import annotations
@@ -24,11 +14,12 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tfthroughput.tuning._paired import FASTER, MAX_ROUNDS, MIN_GAIN, paired_ratio, settled
 from tfthroughput.tuning._trial_runner import TrialRunner
 
-# A floor on the noise: two runs of the same code on a shared machine differ by a few percent
-# even when a handful of rounds happen to agree.
-MIN_NOISE = 0.03
+# The least gain the search counts (a knob's line going on, inference's best setup changing):
+# the paired rule's own threshold.
+MIN_NOISE = MIN_GAIN
 _GPU_UTIL = "utilization_percent"
 _SM_ACTIVITY = "sm_activity_percent"
 
@@ -41,10 +32,9 @@ class Comparison:
         examples_per_second: Median examples/s of the candidate.
         baseline_examples_per_second: Median examples/s of the baseline in these rounds.
         ratio: Median of the per-round ratios (candidate / baseline).
-        ratio_low: Lowest per-round ratio.
-        ratio_high: Highest per-round ratio.
-        noise: Combined relative spread of the baseline's and the candidate's runs in these
-            rounds (their sum, at least ``MIN_NOISE``).
+        ratio_low: Low end of the median's sign-test interval (``_paired``).
+        ratio_high: Its high end.
+        noise: The interval's half-width relative to the median.
         gpu_utilization: Mean GPU-Util (%) over the candidate's runs, where a GPU is sampled.
         sm_activity: Mean SM activity (%) over the candidate's runs, where measured.
         baseline_speeds: The baseline's examples/s, round by round.
@@ -52,6 +42,7 @@ class Comparison:
             rounds compare round by round, so the rounds' drift cancels between them too).
         rounds_won: Rounds in which the candidate beat the baseline.
         rounds: Rounds timed.
+        coverage: The interval's coverage of the median (at least 0.90 from 5 rounds on).
     """
 
     examples_per_second: float
@@ -66,12 +57,22 @@ class Comparison:
     speeds: tuple[float, ...] = ()
     rounds_won: int = 0
     rounds: int = 0
+    coverage: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        """The paired rule's word: ``"faster"``, ``"slower"`` or ``"not shown faster"``."""
+        return paired_ratio(self.ratios).verdict
 
     @property
     def faster(self) -> bool:
-        """Whether the median ratio exceeds ``1 + noise`` and more than half the rounds beat
-        the baseline."""
-        return self.ratio > 1.0 + self.noise and 2 * self.rounds_won > self.rounds
+        """Whether the interval's low end exceeds ``1 + MIN_GAIN`` (``_paired``)."""
+        return self.verdict == FASTER
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        """The per-round ratios, candidate over baseline."""
+        return tuple(s / b for s, b in zip(self.speeds, self.baseline_speeds, strict=True))
 
 
 class GPUWindows:
@@ -108,21 +109,6 @@ class GPUWindows:
         return statistics.fmean(values) if values else None
 
 
-def spread(speeds: list[float]) -> float:
-    """``(max - min) / median`` of ``speeds``: how far one side's runs scatter."""
-    return (max(speeds) - min(speeds)) / statistics.median(speeds)
-
-
-def combined_noise(base_speeds: list[float], speeds: list[float]) -> float:
-    """The noise a ratio of the two must beat: both sides' spreads, at least ``MIN_NOISE``.
-
-    Example:
-        >>> round(combined_noise([100.0, 90.0, 110.0], [200.0, 200.0, 220.0]), 2)
-        0.3
-    """
-    return max(MIN_NOISE, spread(base_speeds) + spread(speeds))
-
-
 def compare(
     baseline: TrialRunner,
     candidate: TrialRunner,
@@ -130,22 +116,36 @@ def compare(
     gpu: GPUWindows | None = None,
     *,
     before_round: Callable[[], None] | None = None,
+    more: Callable[[int], bool] | None = None,
+    cap: int = MAX_ROUNDS,
 ) -> Comparison:
-    """Time ``rounds`` alternated runs of both; raises the candidate's ``TrialFailed``."""
+    """Time at least ``rounds`` alternated runs of both, then add rounds until the paired rule
+    settles (``_paired.settled``), ``cap`` rounds are run or ``more(rounds_run)`` says no to
+    another round; raises the candidate's ``TrialFailed``."""
     gpu = gpu or GPUWindows(None)
     gpu.begin()
-    base_speeds, (speeds,) = _timed_rounds(baseline, [candidate], rounds, gpu, before_round)
+    base_speeds, (speeds,) = _timed_rounds(
+        baseline, [candidate], rounds, gpu, before_round, more=more, cap=cap
+    )
     return _comparison(base_speeds, speeds, gpu)
 
 
 def compare_together(
-    baseline: TrialRunner, candidates: list[TrialRunner], rounds: int
+    baseline: TrialRunner,
+    candidates: list[TrialRunner],
+    rounds: int,
+    *,
+    more: Callable[[int], bool] | None = None,
+    cap: int = MAX_ROUNDS,
 ) -> list[Comparison]:
-    """Time the baseline and every candidate in the same ``rounds`` rounds, their order
-    rotated each round (so no side always runs first or after the same other); one
-    :class:`Comparison` per candidate against the baseline's runs of the same rounds. With
-    one candidate this is :func:`compare`. Raises a candidate's ``TrialFailed``."""
-    base_speeds, speeds = _timed_rounds(baseline, candidates, rounds, GPUWindows(None), None)
+    """Time the baseline and every candidate in the same rounds, their order rotated each
+    round (so no side always runs first or after the same other), at least ``rounds`` and
+    more until every candidate's comparison settles (as :func:`compare`); one
+    :class:`Comparison` per candidate against the baseline's runs of the same rounds. Raises a
+    candidate's ``TrialFailed``."""
+    base_speeds, speeds = _timed_rounds(
+        baseline, candidates, rounds, GPUWindows(None), None, more=more, cap=cap
+    )
     return [_comparison(base_speeds, own, GPUWindows(None)) for own in speeds]
 
 
@@ -155,13 +155,17 @@ def _timed_rounds(
     rounds: int,
     gpu: GPUWindows,
     before_round: Callable[[], None] | None,
+    *,
+    more: Callable[[int], bool] | None,
+    cap: int,
 ) -> tuple[list[float], list[list[float]]]:
     """Examples/s of the baseline's runs and of each candidate's, round by round."""
     sides = [baseline, *candidates]
     for runner in sides:  # a side that ran before another's start runs its next work slower, once
         runner.rewarm()
     speeds: list[list[float]] = [[] for _ in sides]
-    for index in range(rounds):
+    index = 0
+    while True:
         if before_round is not None:
             before_round()
         shift = index % len(sides)
@@ -173,22 +177,33 @@ def _timed_rounds(
                 gpu.after_baseline_run()
             else:
                 gpu.after_candidate_run()
+        index += 1
+        if index < rounds:
+            continue
+        if index >= max(cap, rounds) or (more is not None and not more(index)):
+            break
+        found = [
+            paired_ratio([s / b for s, b in zip(own, speeds[0], strict=True)]) for own in speeds[1:]
+        ]
+        if all(settled(f, cap=max(cap, rounds)) for f in found):
+            break
     return speeds[0], speeds[1:]
 
 
 def _comparison(base_speeds: list[float], speeds: list[float], gpu: GPUWindows) -> Comparison:
-    ratios = [speed / base for speed, base in zip(speeds, base_speeds, strict=True)]
+    found = paired_ratio([speed / base for speed, base in zip(speeds, base_speeds, strict=True)])
     return Comparison(
         examples_per_second=statistics.median(speeds),
         baseline_examples_per_second=statistics.median(base_speeds),
-        ratio=statistics.median(ratios),
-        ratio_low=min(ratios),
-        ratio_high=max(ratios),
-        noise=combined_noise(base_speeds, speeds),
+        ratio=found.median,
+        ratio_low=found.low,
+        ratio_high=found.high,
+        noise=found.half_width,
         gpu_utilization=gpu.mean(_GPU_UTIL),
         sm_activity=gpu.mean(_SM_ACTIVITY),
         baseline_speeds=tuple(base_speeds),
         speeds=tuple(speeds),
-        rounds_won=sum(ratio > 1.0 for ratio in ratios),
-        rounds=len(ratios),
+        rounds_won=sum(ratio > 1.0 for ratio in found.ratios),
+        rounds=len(found.ratios),
+        coverage=found.coverage,
     )

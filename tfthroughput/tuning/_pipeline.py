@@ -118,9 +118,31 @@ def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) 
     if data.kind != BATCHED:
         kwargs["batch_size"] = batch_size
     source = data.value
-    if data.kind == ARRAYS and source[1] is None:
-        source = source[0]  # unlabeled: the pipeline yields x alone, as fit(x) would
+    if data.kind == ARRAYS:
+        x, y = source
+        # fit reads a list of arrays as several inputs; tf.data would stack it into one tensor
+        source = as_tuples((x, y, data.sample_weight))
+        if data.sample_weight is None and y is not None:
+            source = source[:2]
+        elif data.sample_weight is None:  # x alone, as fit(x) reads it; several inputs in a
+            # 1-tuple, which fit reads as x (a 2-tuple of inputs would be read as (x, y))
+            source = (source[0],) if isinstance(source[0], tuple) else source[0]
     return build_pipeline(source, **kwargs)
+
+
+def as_tuples(value: Any) -> Any:
+    """``value`` with every list made a tuple: ``fit`` takes a list of arrays as several
+    inputs, where ``tf.data.Dataset.from_tensor_slices`` would stack it into one tensor.
+
+    Example:
+        >>> as_tuples({"a": [1, [2, 3]]})
+        {'a': (1, (2, 3))}
+    """
+    if isinstance(value, (list, tuple)):
+        return tuple(as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: as_tuples(item) for key, item in value.items()}
+    return value
 
 
 def fill_cache(dataset: Any, batches: int | None) -> None:

@@ -13,6 +13,7 @@ from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import PY_DATASET
 from tfthroughput.tuning._engine import Search
 from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_best
+from tfthroughput.tuning._trial_model import failure_reason
 
 
 def pipeline_knob(search: Search) -> None:
@@ -33,7 +34,11 @@ def pipeline_knob(search: Search) -> None:
     if data.kind == PY_DATASET:  # its input is the user's Python code: say, not rebuild
         notes.append(_pipeline.py_dataset_note(data.value, fraction))
         return
-    workload.plan = plan = _pipeline.plan(data)
+    try:
+        workload.plan = plan = _pipeline.plan(data)
+    except Exception as error:  # noqa: BLE001 - an input it cannot read: one line, no raise
+        notes.append(f"input pipeline not tried: {failure_reason(error, 'train')}")
+        return
     threshold = DiagnosisThresholds().input_bound_fraction
     bound = fraction is not None and fraction >= threshold
     measured = "not measured" if fraction is None else f"{fraction:.2f}"
@@ -46,7 +51,7 @@ def pipeline_knob(search: Search) -> None:
     why = [f"input-bound fraction {measured}"] + list(plan.lint_rules)
     notes.append("input pipeline tried: " + ", ".join(why))
     notes += list(plan.notes)
-    search.try_setup(search.best[0].with_(pipeline=True), same_arithmetic=True)
+    search.try_setup(search.best.setup.with_(pipeline=True), same_arithmetic=True)
     if bound:  # the input is the limit: a CPU augmentation may move to the step
         device_augmentation_knob(search)
 
@@ -55,12 +60,10 @@ def pipeline_on_best_knob(search: Search) -> None:
     """The rebuilt pipeline once more, on the best setup, where the first knob did not put it
     there: once ``steps_per_execution`` or a cheaper policy has cut the step's own cost, the
     input side is a larger share of each step, and a pipeline that was not the limit at the
-    baseline can be. ``benchmarks/tune_grid.py`` found the rebuilt pipeline in the grid's best
-    setup of all three training workloads, where the probe had not asked for it. Where it
-    becomes the best, ``steps_per_execution`` once more on it: the grid's compute-bound best
-    was bfloat16 with the pipeline at 16, where the line without the pipeline had stopped at 2
-    (0.84 of the best, every re-timed round below 0.91)."""
-    plan, best = search.workload.plan, search.best[0]
+    baseline can be. Where it becomes the best, ``steps_per_execution`` once more on it: a
+    cheaper input side can move the line's best (measured: docs/tuning.md, "Why the search is
+    shaped so")."""
+    plan, best = search.workload.plan, search.best.setup
     if plan is None or best.pipeline or best.augment_on_device:
         return
     # Checked as the best setup's arithmetic asks: a policy in it changes the loss.
@@ -72,7 +75,7 @@ def pipeline_on_best_knob(search: Search) -> None:
 
 def device_augmentation_knob(search: Search) -> None:
     """The pipeline's CPU augmentation moved into the training step (``DeviceAugmented``)."""
-    size = search.best[0].batch_size
+    size = search.best.setup.batch_size
     dataset, why_not = _device_augmentation.device_dataset(search.workload.data, size)
     if dataset is None:
         if why_not:
@@ -82,7 +85,7 @@ def device_augmentation_knob(search: Search) -> None:
         "augmentation in the training step tried: the pipeline's augment_fn per batch in "
         "DeviceAugmented (a new random stream: loss checked at loss_tolerance)"
     )
-    search.try_setup(search.best[0].with_(augment_on_device=True), same_arithmetic=False)
+    search.try_setup(search.best.setup.with_(augment_on_device=True), same_arithmetic=False)
 
 
 def repeat_batch(batch: dict, steps: int) -> dict:

@@ -16,7 +16,6 @@ from typing import Any
 
 import keras
 
-from tfthroughput._collector import collector_paused
 from tfthroughput._validation import leading_dimension
 from tfthroughput.tuning._inference_data import InferenceData
 from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
@@ -96,7 +95,7 @@ class PredictRunner(TrialRunner):
         self.examples_per_step = size if size is not None else self._data.batch_examples()
         self._feed = self._data.feed(size, self.steps)
         self._batch = self._data.one_batch(size)
-        with trial_failures(self.loop), collector_paused():
+        with trial_failures(self.loop):
             # At least two whole executions, so the timed runs' function is the one traced.
             warmup = max(self._warmup_steps, 2 * self.setup.steps_per_execution)
             self.model.predict(**self._data.feed(size, warmup), verbose=0)
@@ -107,7 +106,7 @@ class PredictRunner(TrialRunner):
         """Seconds of ``steps`` batches of ``predict`` (the timed part of one call, scaled to
         ``steps`` batches)."""
         timer = _FromExecution(self._clock, self.setup.steps_per_execution)
-        with trial_failures(self.loop), collector_paused():
+        with trial_failures(self.loop):
             self.model.predict(**self._feed, verbose=0, callbacks=[timer])
         end = self._clock()
         if timer.start is None or timer.timed_from >= self.steps:
@@ -119,7 +118,7 @@ class PredictRunner(TrialRunner):
         (its set-up included: the confirmation times what the user's call costs), and the
         examples it predicted."""
         start = self._clock()
-        with trial_failures(self.loop), collector_paused():
+        with trial_failures(self.loop):
             outputs = self.model.predict(**feed, verbose=0)
         return self._clock() - start, leading_dimension(outputs)
 
@@ -127,7 +126,7 @@ class PredictRunner(TrialRunner):
         """Time ``count`` single-batch calls (``predict_on_batch``, outputs on the host)."""
         for _ in range(count):
             start = self._clock()
-            with trial_failures(self.loop), collector_paused():
+            with trial_failures(self.loop):
                 self.model.predict_on_batch(self._batch)
             self.latencies.append(self._clock() - start)
 

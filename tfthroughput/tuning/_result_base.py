@@ -31,6 +31,7 @@ class TrialBase:
     ratio_high: float | None = None
     noise: float | None = None
     rounds_won: int | None = None
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)

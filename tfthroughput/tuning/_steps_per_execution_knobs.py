@@ -27,7 +27,7 @@ from tfthroughput.tuning.setup import TuneSetup
 
 def training_steps_per_execution_lines(search: Search) -> None:
     """The line under the model's own XLA setting, then XLA flipped around that line's best."""
-    current, given = search.best[0], search.base_setup.steps_per_execution
+    current, given = search.best.setup, search.base_setup.steps_per_execution
     _training_steps_per_execution_line(search, current.jit_compile, start=given * 2)
     if search.settings.try_xla:
         _flipped_xla_around_the_best(search, not current.jit_compile)
@@ -38,14 +38,14 @@ def line_again_on_a_new_best(search: Search, before: TuneSetup) -> None:
     ``steps_per_execution`` once more on it, from the best's value doubled: with the step's
     own cost cut, the fixed cost of a call is a larger share, and a line that stopped within
     the noise can gain."""
-    best = search.best[0]
+    best = search.best.setup
     if best != before:
         start = best.steps_per_execution * 2
         _training_steps_per_execution_line(search, best.jit_compile, start=start)
 
 
 def _training_steps_per_execution_line(search: Search, jit: bool, start: int) -> None:
-    current = search.best[0]
+    current = search.best.setup
     double_along(
         start,
         _training_spe_bound(search),
@@ -60,13 +60,12 @@ def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
     halved down from it (down to the model's own) while it gains over the best setup: each
     row from that value ends after two values in a row without a gain, the first one counted.
 
-    Searched apart from the first line because XLA can help at one value and hurt at another
-    (issue 17: 63k vs 54k examples/s at 32 with and without XLA, 54k vs 95k at 128), and
-    around that line's best because a whole second line from the model's own value spent most
-    of the search's time below it: on ``benchmarks/tune.py``'s input-bound workload the flipped
-    line from 1 took 7 trials (about 21 s of 51 s), all below the first line's best.
+    Searched apart from the first line because XLA can help at one value and hurt at another,
+    and around that line's best because a whole second line from the model's own value spends
+    most of the search's time below it (measured: docs/tuning.md, "Why the search is shaped
+    so").
     """
-    current = search.best[0]
+    current = search.best.setup
     value, try_at = current.steps_per_execution, _training_spe_trial(search, current, jit)
     line_best = search.best_ratio
     trial = try_at(value)
@@ -107,7 +106,7 @@ def inference_steps_per_execution_line(search: Search) -> None:
     two that runs one ``predict`` call on the arrays in one execution (a call of 5 batches: 8):
     the user's call is what it groups, and a value past that call's batches changes nothing
     in it. For a dataset of unknown size, up to half the batches of the search's timed run."""
-    current, given = search.best[0], search.base_setup.steps_per_execution
+    current, given = search.best.setup, search.base_setup.steps_per_execution
     examples, size = search.workload.data.examples, current.batch_size
     if examples is None or size is None:
         bound = max(1, search.workload.timed_batches(search, current) // 2)

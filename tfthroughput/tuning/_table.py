@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tfthroughput._ratio_text import paired_words, ratio_text
+from tfthroughput.tuning._paired import sign_test_rank
 from tfthroughput.tuning._status import BASELINE, FASTER, PROBE
 
 # The results and their trials (they import this module, so they are not imported here).
@@ -18,7 +20,16 @@ def _ratio(trial: TuneTrial) -> str:
         return ""
     if trial.status == BASELINE:
         return "1.00"
-    return f"{trial.ratio:.2f} [{trial.ratio_low:.2f}-{trial.ratio_high:.2f}]"
+    return ratio_text(trial.ratio, trial.ratio_low, trial.ratio_high, unit="")
+
+
+def paired_figure(found: Any) -> str:
+    """A paired ratio with its interval and the words for it (``_ratio_text``): a trial's, a
+    confirmation's or a comparison's (``ratio``, ``ratio_low``, ``ratio_high``, ``rounds``)."""
+    if found.ratio_low is None:  # a confirmation that kept the baseline: no comparison
+        return f"{found.ratio:.2f}x"
+    words = "" if not found.rounds else paired_words(found.rounds, sign_test_rank(found.rounds)[1])
+    return ratio_text(found.ratio, found.ratio_low, found.ratio_high, words)
 
 
 def _optional(value: float | None, text: str) -> str:
@@ -82,11 +93,10 @@ def none_tried(result: TuneResult) -> str:
 
 
 def confirmed_figure(confirmation: Any) -> str:
-    """The confirmed ratio with its spread, as the ``chosen:`` line and the snippet say it."""
+    """The confirmed ratio with its interval, as the ``chosen:`` line and the snippet say it."""
     c = confirmation
     return (
-        f"{c.ratio:.2f}x the baseline by {c.work} [{c.ratio_low:.2f}-{c.ratio_high:.2f}], "
-        f"noise {c.noise:.0%}, {c.rounds_won} of {c.rounds} rounds won"
+        f"{paired_figure(c)} over the baseline by {c.work}, {c.rounds_won} of {c.rounds} rounds won"
     )
 
 
@@ -99,8 +109,8 @@ def confirmation_lines(result: Any) -> list[str]:
         key=lambda t: t.ratio,
     )
     lines = [
-        f"search's pick: {pick.label}: {pick.ratio:.2f}x the baseline in the search's runs "
-        f"(lowest round {pick.ratio_low:.2f}x, noise {pick.noise:.0%})",
+        f"search's pick: {pick.label}: {paired_figure(pick)} over the baseline in the "
+        "search's runs",
         f"confirmation: {c.rounds} alternated rounds of {c.work} in {c.seconds:.1f} s",
     ]
     if c.outcome:
@@ -162,10 +172,7 @@ def render(result: Any, words: TableWords = TRAINING) -> str:
         return "\n".join(lines + confirmation_lines(result))
     if result.improved:
         trial = result.chosen_trial
-        lines.append(
-            f"chosen: {trial.label}: {trial.ratio:.2f}x {words.unit} "
-            f"(lowest round {trial.ratio_low:.2f}x, noise {trial.noise:.0%})"
-        )
+        lines.append(f"chosen: {trial.label}: {paired_figure(trial)} over {words.unit}")
         lines += ["", result.snippet]
     else:
         lines.append(

@@ -48,12 +48,14 @@ class TrainingData:
         value: ``(x, y)`` for arrays (``y`` is ``None`` when unlabeled), else the dataset.
         batch_size: Examples per batch; ``None`` for a batched dataset or a PyDataset.
         epoch_batches: Batches in one pass over the data, or ``None`` when unknown or infinite.
+        sample_weight: Arrays given as ``(x, y, sample_weight)``: the weights, else ``None``.
     """
 
     kind: str
     value: Any
     batch_size: int | None
     epoch_batches: int | None
+    sample_weight: Any = None
 
     def feed(self, batch_size: int | None, steps: int) -> dict[str, Any]:
         """``fit`` arguments yielding at least ``steps`` batches, in the same order every time
@@ -66,6 +68,8 @@ class TrainingData:
             feed = {"x": keras.tree.map_structure(tile, x), "batch_size": batch_size}
             if y is not None:  # unlabeled arrays are fed as x alone, as fit gets them
                 feed["y"] = keras.tree.map_structure(tile, y)
+            if self.sample_weight is not None:
+                feed["sample_weight"] = keras.tree.map_structure(tile, self.sample_weight)
             return {**feed, "shuffle": False}
         if self.kind == PY_DATASET:  # read by fit itself, with its workers, pass after pass
             endless = self.value.num_batches is not None
@@ -116,16 +120,16 @@ def training_data(data: object, batch_size: object) -> TrainingData:
         return TrainingData(UNBATCHED, data, int(batch_size), epoch)
     if _is_array(data) or (isinstance(data, dict) and data and all(map(_is_array, data.values()))):
         data = (data, None)  # x alone, unlabeled, as fit(x) takes it
-    if isinstance(data, tuple) and len(data) == 2 and data[0] is not None:
-        x, y = data
-        leaves = _leaves(x) + ([] if y is None else _leaves(y))
+    if isinstance(data, tuple) and len(data) in (2, 3) and data[0] is not None:
+        x, y, weights = (*data, None)[:3]  # (x, y) or (x, y, sample_weight), as fit takes them
+        leaves = [leaf for part in (x, y, weights) if part is not None for leaf in _leaves(part)]
         if leaves and all(_is_array(leaf) for leaf in leaves):
             examples, size = array_batches(leaves, batch_size)
-            return TrainingData(ARRAYS, (x, y), size, examples // size)
+            return TrainingData(ARRAYS, (x, y), size, examples // size, weights)
     raise TypeError(
         "`data` must be what model.fit takes: a tf.data.Dataset (batched, or unbatched with "
-        "`batch_size`), a keras.utils.PyDataset, or NumPy arrays: a tuple (x, y), or x alone "
-        "when unlabeled (with `batch_size`, default 32). "
+        "`batch_size`), a keras.utils.PyDataset, or NumPy arrays: a tuple (x, y) or "
+        "(x, y, sample_weight), or x alone when unlabeled (with `batch_size`, default 32). "
         f"Received: data={short_repr(data)} of type {type(data).__name__}"
     )
 

@@ -21,7 +21,7 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning import _device_augmentation, _pipeline
+from tfthroughput.tuning import _device_augmentation, _pipeline, _replay
 from tfthroughput.tuning._batch_knobs import training_batch_knob
 from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
 from tfthroughput.tuning._fit_runner import FitRunner
@@ -30,15 +30,15 @@ from tfthroughput.tuning._pipeline_knobs import pipeline_knob, pipeline_on_best_
 from tfthroughput.tuning._status import PROBE, REJECTED
 from tfthroughput.tuning._steps_per_execution_knobs import training_steps_per_execution_lines
 from tfthroughput.tuning._training_data import TrainingData
+from tfthroughput.tuning._trial_model import trial_failures
 from tfthroughput.tuning._trial_verdict import measured, speed_status
 from tfthroughput.tuning._whole_epochs import confirm_by_epochs
 from tfthroughput.tuning._xla_and_policy_knobs import training_policy_knob
-from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, LossCheck
 from tfthroughput.tuning.result import TuneResult, TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
 
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
-# (at a load of 10 on 2 cores, 13 ms runs of a JAX MLP spread from 0.16x to 13x).
+# (docs/tuning.md, "Why the search is shaped so").
 _MIN_RUN_SECONDS = 0.1
 
 
@@ -79,6 +79,8 @@ class TrainingWorkload(Workload):
         steps: Steps of every warm-up (the baseline's, rounded up to whole executions).
         timed_steps: Steps of the baseline's timed run, once lengthened.
         plan: The rebuilt input pipeline, once the pipeline knob made one.
+        replay: The baseline's warm-up batches as ``fit`` arguments, replayed to every trial
+            that reads the input as given (``_replay``); ``None`` where it cannot be replayed.
     """
 
     trial_type = TuneTrial
@@ -96,7 +98,9 @@ class TrainingWorkload(Workload):
         self.knobs = training_knobs(settings)
         self.steps = self.timed_steps = settings.steps
         self.plan: _pipeline.PipelinePlan | None = None
+        self.replay: dict | None = None
         self._batch_examples: int | None = None
+        self.measured_tolerance: float | None = None  # _replay.measured_tolerance, once
 
     def baseline(self) -> FitRunner:
         probe = self.build_model()
@@ -107,10 +111,12 @@ class TrainingWorkload(Workload):
         while steps < self.settings.steps:
             steps *= 2
         self.steps = steps
-        runner = self.runner(
-            None, self.build_model, self.data.feed(self.data.batch_size, steps), steps=steps
-        )
+        self.replay, why_not = _replay.replay_feed(self.data, self.data.batch_size, steps)
+        feed = self.data.feed(self.data.batch_size, steps)
+        runner = self.runner(None, self.build_model, feed, steps=steps, check_feed=self.replay)
         runner.start(user_model_errors=True)
+        if self.replay is None:
+            runner.notes.append(f"loss checked on each trial's own pass of the input: {why_not}")
 
         def set_steps(timed: int) -> None:  # the warm-up (and so the loss check) keeps steps
             runner.set_steps(timed, self.data.feed(self.data.batch_size, timed))
@@ -138,12 +144,21 @@ class TrainingWorkload(Workload):
             factor = setup.batch_size // base.batch_size
             warmup = max(setup.steps_per_execution, warmup // factor)
             steps = max(setup.steps_per_execution, steps // factor)
-        warm, build = None, self.build_model
+        warm, build, check_feed = None, self.build_model, None
         if feed is None:
             feed, warm = self._feed(setup, steps)
+            check_feed = _replay.replayed_for(self, setup)
         if setup.augment_on_device:  # tuning/_device_augmentation.py
             build = _device_augmentation.device_builder(self.build_model, feed["x"])
-        return self.runner(setup, build, feed, steps=steps, warm_data=warm, warmup_steps=warmup)
+        return self.runner(
+            setup,
+            build,
+            feed,
+            steps=steps,
+            warm_data=warm,
+            warmup_steps=warmup,
+            check_feed=check_feed,
+        )
 
     def judge(
         self,
@@ -163,10 +178,7 @@ class TrainingWorkload(Workload):
             same_arithmetic = same_arithmetic_as(search.base_setup, setup)
         check = None
         if not probe:
-            tolerance = EXACT_TOLERANCE if same_arithmetic else self.settings.loss_tolerance
-            check = LossCheck(
-                search.base.warmup_loss, runner.warmup_loss, same_arithmetic, tolerance
-            )
+            check = _replay.loss_check(self, search, setup, runner, same_arithmetic)
         notes = list(runner.notes)
         if probe:
             status = PROBE
@@ -237,9 +249,15 @@ class TrainingWorkload(Workload):
     ) -> FitRunner:
         """A :class:`FitRunner` for ``setup`` (``None``: the model as given, at the data's batch
         size) with this search's seed, clock and examples per step; ``how``: its other
-        arguments (``warm_data``, ``warmup_steps``, ``callbacks``)."""
+        arguments (``warm_data``, ``warmup_steps``, ``callbacks``, ``check_feed``: the replayed
+        batches its warm-up runs on)."""
         size = self.data.batch_size if setup is None else setup.batch_size
-        return FitRunner(
+        check_feed = how.pop("check_feed", None)
+        runner_type = FitRunner
+        if check_feed is not None:
+            runner_type = _replay.ReplayingFitRunner
+            how["check_feed"] = check_feed
+        return runner_type(
             setup,
             build,
             feed,
@@ -257,7 +275,8 @@ class TrainingWorkload(Workload):
             return {"x": dataset, "shuffle": False}, None
         if not setup.pipeline:
             return self.data.feed(setup.batch_size, steps), None
-        dataset = _pipeline.rebuilt(self.data, self.plan, setup.batch_size)
+        with trial_failures("train"):  # an input the rebuild cannot take: one line
+            dataset = _pipeline.rebuilt(self.data, self.plan, setup.batch_size)
         batches = self.data.epoch_batches
         if batches is not None and setup.batch_size and self.data.batch_size:
             batches = -(-batches * self.data.batch_size // setup.batch_size)

@@ -5,6 +5,7 @@ with a one-line reason, and the device's peak memory."""
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -25,6 +26,22 @@ class TrialFailed(Exception):
     """A trial that cannot be chosen; the message is the reason shown in the table."""
 
 
+# Where an error message starts printing values (an array, a tensor, a list of numbers): the
+# user's data never reaches a reason.
+_VALUES = re.compile(r"array\(|tf\.Tensor\(|\[\[|\[\s*-?\d+\.\d|\[\s*-?\d+(\s+-?\d+){2,}")
+
+
+def without_values(text: str) -> str:
+    """``text`` cut where it starts printing values, marked by ``...``.
+
+    Example:
+        >>> without_values("Dimensions 2 and 1000 are not compatible: [[0.5 1.2] [0.1 0.3]]")
+        'Dimensions 2 and 1000 are not compatible: ...'
+    """
+    found = _VALUES.search(text)
+    return text if found is None else text[: found.start()].rstrip() + " ..."
+
+
 def failure_reason(error: BaseException, step: str) -> str:
     """Why a trial failed, in one line: a replica's failure, XLA that could not compile the
     ``step`` (``"train"``, ``"predict"``) step, out of memory, or the error's first line."""
@@ -32,7 +49,7 @@ def failure_reason(error: BaseException, step: str) -> str:
     if known is not None:
         return known
     lines = str(error).strip().splitlines()
-    first = (lines[0] if lines else "")[:160]
+    first = without_values((lines[0] if lines else "")[:160])
     if is_xla_failure(error):
         return f"XLA could not compile the {step} step ({first})"
     name = type(error).__name__

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from tfthroughput.tuning._measure import Comparison
+from tfthroughput.tuning._paired import FASTER as PAIRED_FASTER
+from tfthroughput.tuning._paired import SLOWER as PAIRED_SLOWER
 from tfthroughput.tuning._status import BASELINE, FASTER, NOT_FASTER, SLOWER
 from tfthroughput.tuning.setup import TuneSetup
 
 # A margin over the dearest recent trial: trials of one search vary by a few tens of percent
-# on a shared machine (measured: 61.4 s for a 60 s budget without it).
+# on a shared machine (docs/tuning.md, "Why the search is shaped so").
 BUDGET_MARGIN = 1.25
 
 
@@ -45,12 +47,11 @@ def as_given(runner: Any) -> dict[str, Any]:
 
 
 def speed_status(comparison: Comparison) -> str:
-    """Faster outside the noise, slower outside it, or within it."""
-    if comparison.faster:
-        return FASTER
-    if comparison.ratio_high < 1.0 - comparison.noise:
-        return SLOWER
-    return NOT_FASTER
+    """The paired rule's verdict (``_paired``): faster, slower, or not shown faster."""
+    verdict = comparison.verdict
+    return (
+        FASTER if verdict == PAIRED_FASTER else SLOWER if verdict == PAIRED_SLOWER else NOT_FASTER
+    )
 
 
 def measured(comparison: Comparison) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def measured(comparison: Comparison) -> dict[str, Any]:
         "ratio_high": comparison.ratio_high,
         "noise": comparison.noise,
         "rounds_won": comparison.rounds_won,
+        "rounds": comparison.rounds,
         "gpu_utilization": comparison.gpu_utilization,
         "sm_activity": comparison.sm_activity,
     }

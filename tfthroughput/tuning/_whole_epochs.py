@@ -105,6 +105,8 @@ def epoch_feed(
     if data.kind == ARRAYS:
         x, y = data.value
         feed = {"x": x, "batch_size": size} if y is None else {"x": x, "y": y, "batch_size": size}
+        if data.sample_weight is not None:
+            feed["sample_weight"] = data.sample_weight
     elif data.kind in (BATCHED, UNBATCHED):  # shuffle=False: fit ignores it, with a warning
         dataset = data.value if data.kind == BATCHED else data.value.batch(size)
         if plan.length is None:  # a length tf.data cannot tell (a generator): never run out

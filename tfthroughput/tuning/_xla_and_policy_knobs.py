@@ -14,7 +14,7 @@ from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_b
 
 def xla_knob(search: Search) -> None:
     """XLA flipped on the best setup so far."""
-    best = search.best[0]
+    best = search.best.setup
     search.try_setup(best.with_(jit_compile=not best.jit_compile))
 
 
@@ -23,23 +23,21 @@ def policy_knob(search: Search) -> None:
     the one in force, on the best setup so far (a new arithmetic: its math is checked at the
     mode's tolerance). Where the best setup flipped XLA and the policy on top of it does not
     become the best, the policy is tried with XLA as given too: XLA on a CPU compiles bfloat16
-    poorly (``benchmarks/tune.py``'s compute-bound MLP: bfloat16 1.19x on an XLA best at
-    1.53x; without XLA, bfloat16 reached 2.4x), so the two knobs are not independent."""
+    poorly, so the two knobs are not independent (docs/tuning.md, "Why the search is shaped
+    so")."""
     policy, given = search.settings.policy, search.base_setup
     if policy is None or policy == given.policy:
         return
-    best = search.best[0]
+    best = search.best.setup
     search.try_setup(best.with_(policy=policy))
-    if best.jit_compile != given.jit_compile and search.best[0].policy != policy:
+    if best.jit_compile != given.jit_compile and search.best.setup.policy != policy:
         search.try_setup(best.with_(policy=policy, jit_compile=given.jit_compile))
 
 
 def training_policy_knob(search: Search) -> None:
     """The recommended policy; where it becomes the best setup, ``steps_per_execution`` once
     more on it, from the best's value doubled: a cheaper step leaves the fixed cost of a call
-    a larger share, so more steps per call can pay where they did not in float32
-    (``benchmarks/tune_grid.py``'s compute-bound MLP: float32's line within the noise, the
-    grid's best ``steps_per_execution=16`` in bfloat16)."""
-    before = search.best[0]
+    a larger share, so more steps per call can pay where they did not in float32."""
+    before = search.best.setup
     policy_knob(search)
     line_again_on_a_new_best(search, before)

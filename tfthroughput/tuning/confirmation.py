@@ -3,15 +3,14 @@
 The search times short runs of warmed-up models (training: ``steps`` steps; inference: from a
 ``predict`` call's second execution), which is what lets it try many setups in its budget. The
 user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls, set-up
-included, where a gain can shrink or vanish: issue 29 measured a batch size at 15.52x in the
-search and 7.64x by plain ``predict`` calls, and another at 1.25x and 0.91x. So after the
+included, where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So after the
 search the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed
 up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
 (:func:`~tfthroughput.tuning._measure.compare_together`), each judged against the baseline by
-the search's own noise rule. Of those faster beyond the noise, the highest median ratio is
-chosen: the next-best can win by the user's work where the pick's last knob helped only the
-search's runs (``benchmarks/tune_grid.py`` measured a bfloat16 policy that won the search and
-lost a third of the speed in whole ``predict`` calls). If neither is faster, the baseline is
+the search's own paired rule (``_paired``), rounds added up to twice ``rounds`` until every
+verdict settles. Of those shown faster, the highest median ratio is chosen: the next-best can
+win by the user's work where the pick's last knob helped only the search's runs (a policy that
+helps warm runs and costs in a whole call's set-up, say). If neither is faster, the baseline is
 kept. One line says which, unless the pick is chosen. What a piece of work is belongs to the
 workload (training or inference); the rule lives here once.
 """
@@ -24,6 +23,7 @@ from typing import Any
 
 from tfthroughput.tuning._measure import Comparison, compare_together
 from tfthroughput.tuning._status import FASTER
+from tfthroughput.tuning._table import paired_figure
 from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -31,11 +31,14 @@ CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not
 # Share of the search's time the confirmation's timed runs aim at (its warm-ups come on top;
 # the issue's target is at most 25 % in all):
 # whole pieces of work where they fit, else a part of each, said in the work's description.
-CONFIRM_SHARE = 0.15  # at 0.2, benchmarks/tune.py measured +6-27 % on the search in all
+CONFIRM_SHARE = 0.15  # measured against 0.2: docs/tuning.md, "Why the search is shaped so"
 # Setups timed beside the pick: the search's runner-up can win by the user's work (a policy
 # that helps the search's warm runs and costs in a whole predict call's set-up, say); each one
 # adds a warm-up and a run per round.
 _RIVALS = 1
+# Most rounds, as a multiple of the rounds asked for: the paired rule adds rounds until each
+# verdict settles (``_paired.settled``); the pieces of work are sized for ``rounds``.
+CONFIRM_CAP = 2
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,14 @@ class Confirmation:
             where neither was.
         label: What it changes from the baseline (``"the baseline"`` when kept).
         work: One timed piece of work, e.g. ``"whole fit epochs (128 steps)"``.
-        rounds: Rounds, each timing every side once in rotated order.
+        rounds: Rounds run, each timing every side once in rotated order.
         seconds: Wall-clock seconds the confirmation took (builds and warm-ups included).
         ratio: Median ratio of its examples/s to the baseline's (``1.0`` when kept).
-        ratio_low: Lowest per-round ratio; ``None`` when the baseline is kept.
-        ratio_high: Highest per-round ratio; ``None`` when the baseline is kept.
-        noise: The two sides' spreads summed (at least 3 %); ``None`` when the baseline is kept.
+        ratio_low: Low end of the median's sign-test interval; ``None`` when the baseline is
+            kept.
+        ratio_high: Its high end; ``None`` when the baseline is kept.
+        noise: The interval's half-width relative to the median; ``None`` when the baseline
+            is kept.
         rounds_won: Rounds in which it beat the baseline; ``None`` when the baseline is kept.
         examples_per_second: Its median examples/s by that work.
         baseline_examples_per_second: The baseline's median examples/s by that work.
@@ -138,6 +143,8 @@ def confirm(
         found = _measure_together(start, base, [setup for setup, _ in timed], rounds)
     finally:
         base.close()
+    run = [result.rounds for result in found if isinstance(result, Comparison)]
+    kept["rounds"] = rounds = max(run, default=rounds)
     faster = [index for index, result in enumerate(found) if _is_faster(result)]
     names = ["the search's pick"] + ["the next-best"] * _RIVALS
     said = [
@@ -203,7 +210,9 @@ def _measure_together(
                 found[index] = error
         while running:
             try:
-                comparisons = compare_together(base, list(running.values()), rounds)
+                comparisons = compare_together(
+                    base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds
+                )
             except TrialFailed as error:
                 failed = next((i for i, c in running.items() if c.failure), None)
                 if failed is None:  # the baseline's own run failed: nothing compares
@@ -224,11 +233,9 @@ def _measure_together(
 def _verdict(found: Comparison | TrialFailed) -> str:
     if isinstance(found, TrialFailed):
         return f"failed ({found})"
-    said = (
-        f"was {found.ratio:.2f}x [{found.ratio_low:.2f}-{found.ratio_high:.2f}] "
-        f"(noise {found.noise:.0%}, {found.rounds_won} of {found.rounds} rounds won)"
-    )
-    return said if found.faster else said + ", not faster beyond the noise"
+    said = f"was {paired_figure(found)}, {found.rounds_won} of {found.rounds} rounds won"
+    verdict = found.verdict
+    return said if verdict == "faster" else f"{said}, {verdict}"
 
 
 def _figures(found: Comparison) -> dict[str, Any]:

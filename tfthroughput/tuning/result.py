@@ -40,10 +40,12 @@ class TuneTrial(TrialBase):
             model fed one batch from memory, never chosen).
         examples_per_second: Median examples/s over the rounds; ``None`` when it failed.
         ratio: Median ratio to the baseline in the same rounds; ``None`` when it failed.
-        ratio_low: Lowest per-round ratio.
-        ratio_high: Highest per-round ratio.
-        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
+        ratio_low: Low end of the median ratio's sign-test interval (at least 90 % from 5
+            rounds on; ``tuning/_paired.py``).
+        ratio_high: Its high end.
+        noise: The interval's half-width relative to the median.
         rounds_won: Rounds in which it beat the baseline.
+        rounds: Alternated rounds timed (the paired rule adds rounds until it settles).
         warmup_seconds: Seconds of the warm-up (build, tracing, XLA compilation, one
             warm-up run), not timed in the examples/s.
         memory_mib: Peak memory the trial added, in MiB: GPU peak where the backend tells
@@ -151,10 +153,12 @@ class InferenceTrial(TrialBase):
         examples_per_second: Median examples/s of its timed ``predict`` runs; ``None`` when
             it failed.
         ratio: Median ratio to the baseline in the same rounds.
-        ratio_low: Lowest per-round ratio.
-        ratio_high: Highest per-round ratio.
-        noise: The baseline's and this setup's relative spreads in the same rounds, summed.
+        ratio_low: Low end of the median ratio's sign-test interval (at least 90 % from 5
+            rounds on; ``tuning/_paired.py``).
+        ratio_high: Its high end.
+        noise: The interval's half-width relative to the median.
         rounds_won: Rounds in which it beat the baseline.
+        rounds: Alternated rounds timed (the paired rule adds rounds until it settles).
         latency_p50_ms: Median milliseconds of one batch (one ``predict_on_batch`` call of
             ``batch_size`` examples, outputs back on the host).
         latency_p95_ms: 95th percentile of the same, in milliseconds.

@@ -61,7 +61,8 @@ def tune(
     Args:
         build_model: Zero-argument function returning a new compiled ``keras.Model``.
         data: What ``fit`` takes: a ``tf.data.Dataset`` (batched, or not with ``batch_size``),
-            a ``keras.utils.PyDataset``, or arrays ``(x, y)`` (``x`` alone when unlabeled).
+            a ``keras.utils.PyDataset``, or arrays ``(x, y)`` or ``(x, y, sample_weight)``
+            (``x`` alone when unlabeled; ``x`` a list or dict of arrays for several inputs).
         batch_size: Examples per batch for arrays (``None``: 32) and unbatched datasets.
         steps_per_epoch: Your ``fit``'s: only ``steps_per_execution`` values dividing it are
             tried (Keras runs whole executions). Defaults to ``None``: the data's end.

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from tfthroughput.cli import main
-from tfthroughput.tuning.workload import load_workload
+from tfthroughput.cli.workload import load_workload
 
 WORKLOAD = textwrap.dedent(
     """
@@ -65,6 +65,17 @@ def test_the_contract_names_what_is_wrong(workload_file):
         load_workload(f"{workload_file}:missing")
     with pytest.raises(TypeError, match=r"must return a dict with 'build_model' and 'data'"):
         load_workload(f"{workload_file}:wrong")
+
+
+def test_a_wrong_return_is_described_without_the_users_values(tmp_path):
+    path = tmp_path / "arrays_only.py"
+    path.write_text(
+        "import numpy as np\ndef arrays():\n    return {'data': np.full((4, 3), 0.123456)}\n"
+    )
+    with pytest.raises(TypeError) as raised:
+        load_workload(f"{path}:arrays")
+    assert str(raised.value).endswith("Received: a dict with keys ['data']")
+    assert "0.123" not in str(raised.value)
 
 
 def test_the_command_prints_the_table_and_writes_json(workload_file, tmp_path, capsys):

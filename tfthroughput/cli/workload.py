@@ -52,7 +52,8 @@ def load_workload(spec: str) -> dict[str, Any]:
     if not isinstance(returned, dict) or not {"build_model", "data"} <= set(returned):
         raise TypeError(
             f"{spec} must return a dict with 'build_model' and 'data' (and 'batch_size' for "
-            f"arrays), or a tuple (build_model, data[, batch_size]). Received: {returned!r}"[:300]
+            "arrays), or a tuple (build_model, data[, batch_size]). Received: "
+            f"{_described(returned)}"
         )
     unknown = sorted(set(returned) - WORKLOAD_KEYS)
     if unknown:
@@ -91,28 +92,11 @@ def _import(module_name: str) -> Any:
     return importlib.import_module(module_name)
 
 
-def demo_workload() -> dict[str, Any]:
-    """A launch-bound workload, for the demo and as an example of the contract: the 32-64-1
-    MLP of issue 17 at batch 16 on 2,048 in-memory examples.
-
-    Example:
-        tfthroughput tune tfthroughput.tuning.workload:demo_workload --budget 30
-    """
-    import keras
-    import numpy as np
-
-    def build_model() -> keras.Model:
-        model = keras.Sequential(
-            [
-                keras.Input((32,)),
-                keras.layers.Dense(64, activation="relu"),
-                keras.layers.Dense(1),
-            ]
-        )
-        model.compile(keras.optimizers.SGD(0.01), "mse")
-        return model
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(2048, 32)).astype("float32")
-    y = (x @ rng.normal(size=(32, 1)) * 0.1).astype("float32")
-    return {"build_model": build_model, "data": (x, y), "batch_size": 16}
+def _described(value: Any) -> str:
+    """What a workload function returned, by type and keys: never the user's values (a dict of
+    arrays would print them)."""
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(map(str, value))}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} ({', '.join(type(v).__name__ for v in value)})"
+    return f"a {type(value).__name__}"

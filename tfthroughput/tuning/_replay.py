@@ -1,0 +1,155 @@
+"""The loss check's batches, taken once from the user's input and replayed to every trial,
+and the tolerance measured where a knob changes the random stream itself.
+
+Two passes of most real inputs differ (an unseeded ``shuffle``, a random augmentation in a
+``map``), so two warm-ups that each read their own pass compare different batches, not
+different arithmetic. The baseline's first warm-up batches are taken once; every trial that
+reads the input as given warms up on exactly them, its model built from the same seed (the
+same initial weights, the same Keras random draws). Where a knob changes the stream itself
+(the rebuilt pipeline reads its own pass; a train step drawing from TensorFlow's stateful
+random ops gets other draws once traced in a loop of several steps), the loss is held to a
+tolerance measured from the input's own variation: the baseline's loss on fresh passes of its
+input with its random stream reseeded, against its loss on the replayed batches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+
+from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
+from tfthroughput.tuning._fit_runner import FitRunner
+from tfthroughput.tuning._training_data import TrainingData
+from tfthroughput.tuning._trial_model import TrialFailed
+from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, MEASURED, OWN_PASS, REPLAYED, LossCheck
+
+# Most memory the replayed batches may hold; a larger input is read pass by pass instead.
+REPLAY_MAX_BYTES = 512 * 2**20
+# Fresh passes measured, and the margin over the largest difference they show: a candidate
+# whose random stream differs draws one more sample of that difference.
+VARIATION_PASSES = 2
+VARIATION_FACTOR = 2.0
+
+
+def replay_feed(data: TrainingData, batch_size: int | None, steps: int) -> tuple[dict | None, str]:
+    """``fit`` arguments yielding the same ``steps`` batches on every pass, taken once from
+    the input, or ``None`` and why not (a ``PyDataset``, which its own code indexes, is read
+    as given).
+
+    Arrays are fed unshuffled, so every pass is already the same; a ``tf.data`` input is read
+    once into an in-memory cache of its first ``steps`` batches."""
+    if data.kind == ARRAYS:
+        return data.feed(batch_size, steps), ""
+    if data.kind not in (BATCHED, UNBATCHED):
+        return None, "a PyDataset is read as given"
+    size = sum(np.asarray(leaf).nbytes for leaf in keras.tree.flatten(data.first_batch()))
+    if size * steps > REPLAY_MAX_BYTES:
+        mib = size * steps / 2**20
+        return None, f"its first {steps} batches would hold {mib:.0f} MiB in memory"
+    cached = data.feed(batch_size, steps)["x"].take(steps).cache()
+    for _ in cached:  # the one read of the input: later passes come from the cache
+        pass
+    return {"x": cached.repeat(), "shuffle": False}, ""
+
+
+class ReplayingFitRunner(FitRunner):
+    """A :class:`FitRunner` whose warm-up (so its loss) runs on ``check_feed``, the replayed
+    batches; its timed runs read ``feed``. The replayed batches have the input's own element
+    spec (the same arrays, or a cache of the same dataset), so the timed runs trace nothing
+    again."""
+
+    def __init__(self, *args: Any, check_feed: dict, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._check_feed = check_feed
+
+    def _warm_up(self) -> None:
+        timed_feed, self._feed = self._feed, self._check_feed
+        try:
+            super()._warm_up()
+        finally:
+            self._feed = timed_feed
+
+
+class Reseed(keras.callbacks.Callback):
+    """Sets the random seeds at the start of ``fit``: the model keeps the weights built from
+    the search's seed, the step's random ops (traced after this) draw another stream."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self._seed = seed
+
+    def on_train_begin(self, logs=None):
+        keras.utils.set_random_seed(self._seed)
+
+
+def relative_variation(reference: float, losses: Sequence[float]) -> float:
+    """The largest relative difference of ``losses`` from ``reference`` (finite ones only).
+
+    Example:
+        >>> relative_variation(2.0, [2.1, 1.95, float("nan")])
+        0.05
+    """
+    finite = [loss for loss in losses if math.isfinite(loss)]
+    if not finite:
+        return 0.0
+    scale = max(abs(reference), 1e-12)
+    return round(max(abs(loss - reference) for loss in finite) / scale, 12)
+
+
+def replayed_for(workload: Any, setup: Any) -> dict | None:
+    """The training ``workload``'s replayed batches where ``setup`` reads the input as given,
+    at its batch; ``None`` where it reads its own (a rebuilt pipeline, another batch)."""
+    own_input = setup.pipeline or setup.augment_on_device
+    if own_input or setup.batch_size != workload.data.batch_size:
+        return None
+    return workload.replay
+
+
+def loss_check(
+    workload: Any, search: Any, setup: Any, runner: FitRunner, same_arithmetic: bool
+) -> LossCheck:
+    """A trial's warm-up loss against the baseline's: exactly where the arithmetic is the same
+    (else within ``loss_tolerance``); where an exact check fails, within the tolerance measured
+    from the input's own variation (:func:`measured_tolerance`), where that is larger."""
+    basis = REPLAYED if replayed_for(workload, setup) is not None else OWN_PASS
+    tolerance = EXACT_TOLERANCE if same_arithmetic else workload.settings.loss_tolerance
+    losses = (search.base.warmup_loss, runner.warmup_loss, same_arithmetic)
+    check = LossCheck(*losses, tolerance, basis)
+    if same_arithmetic and not check.passed and math.isfinite(runner.warmup_loss):
+        measured = measured_tolerance(workload, search)
+        if measured > EXACT_TOLERANCE:
+            check = LossCheck(*losses, measured, MEASURED)
+    return check
+
+
+def measured_tolerance(workload: Any, search: Any) -> float:
+    """The loss difference the input's own variation explains, measured once per search: the
+    baseline rebuilt and warmed up on :data:`VARIATION_PASSES` fresh passes of the input, its
+    random stream reseeded, against its loss on the replayed batches, times
+    :data:`VARIATION_FACTOR`."""
+    if workload.measured_tolerance is None:
+        losses = []
+        for offset in range(1, VARIATION_PASSES + 1):
+            feed = workload.data.feed(workload.data.batch_size, workload.steps)
+            reseed = Reseed(workload.settings.seed + offset)  # only warmed up, never timed
+            runner = workload.runner(
+                None, workload.build_model, feed, steps=workload.steps, callbacks=(reseed,)
+            )
+            try:
+                runner.start()
+                losses.append(runner.warmup_loss)
+            except TrialFailed:
+                pass
+            finally:
+                runner.close()
+        variation = relative_variation(search.base.warmup_loss, losses)
+        workload.measured_tolerance = VARIATION_FACTOR * variation
+        search.notes.append(
+            f"loss check: the input's own variation measured over {len(losses)} fresh passes, "
+            f"random stream reseeded: {variation:.1e} relative"
+        )
+    return workload.measured_tolerance
