@@ -31,6 +31,10 @@ _monitor_for: Callable[[str, list], object] | None = None
 # super().fit, a callback's predict) are part of that call's measurement.
 _inside = threading.local()
 _warned: set[str] = set()
+# One more hook on the same patch, for ``tfthroughput tune SCRIPT``: called with each call the
+# user makes (kind, model, bound arguments) before its monitor is asked for; it may change the
+# arguments in place or raise to stop the script. Calls it makes itself run unpatched.
+_call_hook: Callable[[str, object, inspect.BoundArguments], None] | None = None
 
 
 def patch(monitor_for: Callable[[str, list], object]) -> None:
@@ -47,9 +51,16 @@ def patch(monitor_for: Callable[[str, list], object]) -> None:
         setattr(keras.Model, name, _patched(name, getattr(keras.Model, name)))
 
 
+def set_call_hook(hook: Callable[[str, object, inspect.BoundArguments], None] | None) -> None:
+    """Give every call the user makes to ``hook`` first (None: none); see ``_call_hook``."""
+    global _call_hook
+    _call_hook = hook
+
+
 def unpatch() -> None:
     """Restore ``keras.Model`` exactly as it was before :func:`patch`."""
-    global _monitor_for
+    global _monitor_for, _call_hook
+    _call_hook = None
     import keras
 
     for name, original in list(_originals.items()):
@@ -77,6 +88,8 @@ def _patched(name: str, original: Callable) -> Callable:
     def call(self, *args, **kwargs):
         if getattr(_inside, "depth", 0):
             return original(self, *args, **kwargs)
+        if _call_hook is not None:
+            args, kwargs = _through_hook(name, signature, self, args, kwargs)
         try:
             prepared = _with_monitor(name, signature, self, args, kwargs)
         except Exception as error:  # the patch's own fault: say so once, run the user's call
@@ -99,6 +112,21 @@ def _patched(name: str, original: Callable) -> Callable:
 
     setattr(call, _MARK, original)
     return call
+
+
+def _through_hook(name, signature, model, args, kwargs) -> tuple[tuple, dict]:
+    """The call's arguments after the hook saw (and maybe changed) them; its errors propagate."""
+    hook = _call_hook
+    try:
+        bound = signature.bind(model, *args, **kwargs)
+    except TypeError:  # the user's own mistake: Keras says it, unchanged
+        return args, kwargs
+    _inside.depth = getattr(_inside, "depth", 0) + 1
+    try:
+        hook(name, model, bound)
+    finally:
+        _inside.depth -= 1
+    return bound.args[1:], bound.kwargs
 
 
 def _with_monitor(name, signature, model, args, kwargs) -> inspect.BoundArguments | None:

@@ -1,0 +1,110 @@
+"""`tune --apply`'s putting of a chosen setup on the script's own model and calls: the compile
+knobs on the model, the batch size for this call and later calls of that model only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+
+from tfthroughput.cli.tune_apply import apply_at_call, later_calls_hook  # noqa: E402
+from tfthroughput.monitor import keras_patch  # noqa: E402
+from tfthroughput.monitor.call_capture import CapturedCall  # noqa: E402
+from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial  # noqa: E402
+
+
+def _result(**changes) -> TuneResult:
+    given = TuneSetup(1, False, "float32", batch_size=4)
+    chosen = given.with_(**changes)
+    trials = (
+        TuneTrial(given, "as given", "baseline", 100.0, 1.0),
+        TuneTrial(chosen, "faster", "faster", 300.0, 3.0, 2.5, 3.5, 0.1),
+    )
+    return TuneResult(given, chosen, trials, 10.0, 60.0)
+
+
+def _model():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    return model
+
+
+class _Batches(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
+
+
+def test_the_chosen_knobs_go_on_the_model_and_the_batch_size_into_the_call():
+    model = _model()
+    call = CapturedCall("fit", model, {"x": np.ones((8, 2)), "batch_size": 4})
+    done = apply_at_call(_result(steps_per_execution=4, batch_size=8), call)
+
+    assert model.steps_per_execution == 4
+    assert call.arguments["batch_size"] == 8
+    assert done == [
+        "model.compile(..., steps_per_execution=4, jit_compile=False) set on the script's model",
+        "batch_size=8",
+    ]
+
+
+def test_a_policy_that_cannot_be_put_on_a_built_model_is_said():
+    call = CapturedCall("fit", _model(), {"x": np.ones((8, 2))})
+    done = apply_at_call(_result(policy="mixed_bfloat16"), call)
+
+    assert done[-1].startswith("dtype policy 'mixed_bfloat16' not applied: the model is built")
+
+
+def test_nothing_is_changed_where_the_baseline_was_kept():
+    model = _model()
+    given = TuneSetup(1, False, "float32", batch_size=4)
+    kept = TuneResult(given, given, (TuneTrial(given, "as given", "baseline", 1.0, 1.0),), 1, 1)
+    call = CapturedCall("fit", model, {"batch_size": 4})
+
+    assert apply_at_call(kept, call) == [
+        "the setup as given was the fastest found: the script runs on unchanged"
+    ]
+    assert call.arguments == {"batch_size": 4} and model.steps_per_execution == 1
+    assert later_calls_hook("fit", model, kept) is None
+
+
+def test_later_fits_of_the_same_model_get_the_batch_size_and_other_models_do_not():
+    model, other = _model(), _model()
+    keras_patch.patch(lambda kind, callbacks: None)
+    try:
+        keras_patch.set_call_hook(later_calls_hook("fit", model, _result(batch_size=8)))
+        x, y = np.ones((16, 2), "float32"), np.ones((16, 1), "float32")
+        mine, theirs = _Batches(), _Batches()
+        model.fit(x, y, batch_size=4, callbacks=[mine], verbose=0)
+        other.fit(x, y, batch_size=4, callbacks=[theirs], verbose=0)
+    finally:
+        keras_patch.unpatch()
+
+    assert mine.batches == 2  # 16 examples in the chosen batches of 8
+    assert theirs.batches == 4  # another model: as the script called it
+
+
+def test_later_predicts_of_the_same_model_get_the_batch_size():
+    model = _model()
+    keras_patch.patch(lambda kind, callbacks: None)
+    try:
+        keras_patch.set_call_hook(later_calls_hook("predict", model, _result(batch_size=8)))
+        steps = _PredictBatches()
+        model.predict(np.ones((16, 2), "float32"), batch_size=4, callbacks=[steps], verbose=0)
+    finally:
+        keras_patch.unpatch()
+
+    assert steps.batches == 2
+
+
+class _PredictBatches(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self.batches += 1

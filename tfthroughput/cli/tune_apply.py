@@ -1,0 +1,84 @@
+"""``tfthroughput tune --apply``: the chosen setup put on the script's own model and calls.
+
+At the tuned call: ``steps_per_execution`` and ``jit_compile`` set on the model
+(``TuneSetup.apply``, kept by Keras for every later call until the script compiles again), and
+the call's data changed where the setup says so (the batch size for arrays, the rebuilt
+pipeline). Later calls of the same kind on the same model get the same data change. The dtype
+policy cannot be put on a model that is built already: that is said, not done.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from tfthroughput.monitor.call_capture import CapturedCall
+
+
+def apply_at_call(result: Any, call: CapturedCall) -> list[str]:
+    """Put ``result``'s chosen setup on the call's model and arguments; returns what was
+    done (and what could not be), as sentences."""
+    if not result.improved:
+        return ["the setup as given was the fastest found: the script runs on unchanged"]
+    chosen, baseline = result.chosen, result.baseline
+    chosen.apply(call.model)
+    done = [f"model.compile(..., {_kwargs(result.compile_kwargs)}) set on the script's model"]
+    data_change = data_changer(result)
+    if data_change is not None:
+        done.append(data_change(call.arguments))
+    if chosen.policy != baseline.policy:
+        done.append(
+            f"dtype policy {chosen.policy!r} not applied: the model is built already; build "
+            f"it after tfthroughput.mixed_precision({chosen.policy!r}) to get it"
+        )
+    return done
+
+
+def data_changer(result: Any):
+    """A function changing a call's arguments (in place) to the chosen data setup, returning
+    what it did; None where the data stays as given."""
+    pipeline = getattr(result, "pipeline_kwargs", None)
+    chosen, baseline = result.chosen, result.baseline
+    if pipeline is not None:
+
+        def rebuild_pipeline(arguments: dict[str, Any]) -> str:
+            import tfthroughput
+
+            x, y = arguments.get("x"), arguments.get("y")
+            data = x if y is None else (x, y)
+            arguments["x"] = tfthroughput.build_pipeline(data, **pipeline)
+            arguments["y"] = None
+            arguments["batch_size"] = None
+            return f"data = tfthroughput.build_pipeline(data, {_kwargs(pipeline)})"
+
+        return rebuild_pipeline
+    if chosen.batch_size != baseline.batch_size:
+
+        def new_batch(arguments: dict[str, Any]) -> str:
+            arguments["batch_size"] = chosen.batch_size
+            return f"batch_size={chosen.batch_size}"
+
+        return new_batch
+    return None
+
+
+def later_calls_hook(kind: str, model: Any, result: Any):
+    """A call hook (``keras_patch.set_call_hook``) giving later ``kind`` calls of ``model`` the
+    same data change; None where there is none."""
+    change = data_changer(result) if result.improved else None
+    if change is None:
+        return None
+
+    def hook(name: str, called: Any, bound: inspect.BoundArguments) -> None:
+        if name == kind and called is model:
+            arguments = dict(bound.arguments)
+            change(arguments)
+            for key in ("x", "y", "batch_size"):  # predict takes no y
+                if key in bound.signature.parameters:
+                    bound.arguments[key] = arguments.get(key)
+
+    return hook
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
