@@ -86,7 +86,9 @@ def test_the_speedup_is_stated_as_the_demo_states_it(log_dir):
         for run in comparison.runs
     )
     assert (speedup.low, speedup.high) == (min(fast) / max(naive), max(fast) / min(naive))
-    assert speedup.overlap == (min(fast) <= max(naive)) and speedup.epochs == 2
+    # Either run may be the faster one on a loaded machine: the ranges overlap both ways.
+    overlap = min(fast) <= max(naive) and min(naive) <= max(fast)
+    assert speedup.overlap == overlap and speedup.epochs == 2
     noise = "; within the noise" if speedup.overlap else ""
     assert str(speedup) == (
         f"build_pipeline vs naive: {speedup.ratio:.2f}x [{speedup.low:.2f}-{speedup.high:.2f}] "
