@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 
 def ratio_text(ratio: float, low: float, high: float, words: str = "", *, unit: str = "x") -> str:
-    """``"1.66x [1.52-1.89]"``, followed by ``(words)`` where given.
+    """A ratio and its interval, ``"<ratio>x [<low>-<high>]"``, followed by ``(words)`` where
+    given: the one way the package writes a ratio a user reads.
 
     Example:
         >>> ratio_text(1.66, 1.52, 1.89, paired_words(5, 0.9375))

@@ -35,11 +35,10 @@ class DiagnosisThresholds:
             input, i.e. fixing the input would make training at least 1.33x faster.
         compute_bound_fraction: Defaults to ``0.15``: at or below this, fixing the input would
             gain under 1.18x, and the fraction is within run-to-run noise on a loaded shared
-            machine (up to 0.14 measured for a compute-heavy model on in-memory data, 2 CPU
-            cores shared with other jobs).
-        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms). A Keras ``fit`` step has a
-            fixed host cost of about 1 ms (0.9 ms measured for a two-layer Dense model on CPU),
-            so a compute-only step shorter than this is mostly fixed cost.
+            machine (the measurement is in ``docs/benchmarks.md``).
+        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms): about twice the fixed host
+            cost of a Keras ``fit`` step, so a compute-only step shorter than this is mostly
+            fixed cost.
 
     Raises:
         TypeError: If a threshold is not a number.

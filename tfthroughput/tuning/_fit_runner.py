@@ -105,14 +105,11 @@ class FitRunner(TrialRunner):
         return self._fit(self.steps)[0]
 
     def rewarm(self) -> None:
-        """One untimed execution (``steps_per_execution`` steps). A model warmed up before
-        other models were built runs its next ``fit`` slower, once: on the launch-bound
-        workload the first of two candidates started together ran its first timed epoch in
-        91-124 ms against 31-39 ms after, and the baseline 235-278 ms against 191-208, while
-        the last one started did not; one execution first removes it (36 ms, 198 ms). Without
-        it, every trial's first round carried it on the baseline's side (its spread, so the
-        trial's noise) and the confirmation's on the search's pick, timed first. Nothing runs
-        where no model was started since this one last ran (a trial's new candidate)."""
+        """One untimed execution (``steps_per_execution`` steps), because a model warmed up
+        before other models were built runs its next ``fit`` slower, once: without it every
+        trial's first round would carry that on one side (``docs/tuning.md``, "Why the search
+        is shaped so"). Nothing runs where no model was started since this one last ran (a
+        trial's new candidate)."""
         if self._last_ran_at_start != TrialRunner.starts:
             self._fit(int(self.model.steps_per_execution or 1))
 
