@@ -10,6 +10,7 @@ from fakes import FakeClock
 
 from tfthroughput.tuning._engine import BestSoFar, Search, SearchSettings, Workload
 from tfthroughput.tuning._measure import GPUWindows
+from tfthroughput.tuning._result_base import TrialBase
 from tfthroughput.tuning._status import BASELINE, FAILED, FASTER, NOT_FASTER
 from tfthroughput.tuning._trial_model import TrialFailed
 from tfthroughput.tuning._trial_verdict import measured, speed_status
@@ -19,17 +20,9 @@ GIVEN = TuneSetup(1, False, "float32", batch_size=8)
 
 
 @dataclass(frozen=True)
-class Trial:
-    setup: TuneSetup
-    label: str
-    status: str
-    examples_per_second: float | None = None
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    noise: float | None = None
-    rounds_won: int | None = None
-    rounds: int | None = None
+class Trial(TrialBase):
+    """A trial of the fake workload: the fields every trial has, and what the engine adds."""
+
     gpu_utilization: float | None = None
     sm_activity: float | None = None
     warmup_seconds: float | None = None
