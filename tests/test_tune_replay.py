@@ -6,13 +6,20 @@ check on each; the clock is injected and charged known costs, so every decision 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import keras
 import numpy as np
 import pytest
 from fakes import CostClock, charge_calls
 
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._replay import REPLAY_MAX_BYTES, relative_variation, replay_feed
+from tfthroughput.tuning._replay import (
+    REPLAY_MAX_BYTES,
+    loss_check,
+    relative_variation,
+    replay_feed,
+)
 from tfthroughput.tuning._training_data import training_data
 from tfthroughput.tuning.result import FASTER, REJECTED
 
@@ -184,7 +191,7 @@ def test_the_rebuilt_pipeline_on_an_unseeded_shuffle_is_held_to_the_measured_var
     assert rebuilt, str(result)
     check = rebuilt[0].loss_check
     assert check.basis == "measured" and check.tolerance > 1e-5 and check.passed, str(result)
-    assert any("input's own variation measured over 2 fresh passes" in n for n in result.notes)
+    assert any("input's own variation measured over 3 fresh passes" in n for n in result.notes)
     assert "measured" in str(result)
 
 
@@ -294,6 +301,33 @@ def test_an_input_too_large_to_replay_is_read_pass_by_pass(monkeypatch):
     feed, why_not = replay_feed(data, None, 16)
     assert feed is None and why_not == "its first 16 batches would hold 0 MiB in memory"
     assert REPLAY_MAX_BYTES == 512 * 2**20
+
+
+def measured_check(measured_variation: float, candidate_loss: float):
+    settings = SimpleNamespace(loss_tolerance=0.05)
+    workload = SimpleNamespace(settings=settings, measured_tolerance=measured_variation)
+    search = SimpleNamespace(base=SimpleNamespace(warmup_loss=1.0))
+    rebuilt = SimpleNamespace(pipeline=True, augment_on_device=False, batch_size=8)
+    runner = SimpleNamespace(warmup_loss=candidate_loss)
+    return loss_check(workload, search, rebuilt, runner, same_arithmetic=True)
+
+
+@pytest.mark.parametrize(
+    "measured_variation, candidate_loss, tolerance, passed",
+    [
+        (0.012, 1.03, 0.05, True),  # an input varying little: held as precision is, at 5 %
+        (0.012, 1.06, 0.05, False),  # 6 % off is beyond it: rejected
+        (0.09, 1.08, 0.09, True),  # an input varying more than 5 %: its own variation holds
+        (0.09, 1.10, 0.09, False),
+        (0.0, 1.001, 1e-5, False),  # a deterministic input: the exact check stays
+    ],
+)
+def test_a_changed_random_stream_is_held_to_the_measured_variation_or_the_loss_tolerance(
+    measured_variation, candidate_loss, tolerance, passed
+):
+    check = measured_check(measured_variation, candidate_loss)
+    assert check.tolerance == pytest.approx(tolerance)
+    assert check.passed is passed
 
 
 def test_relative_variation_ignores_non_finite_losses():

@@ -36,7 +36,8 @@ class LossCheck:
         same_arithmetic: Whether the candidate's knobs must leave the arithmetic unchanged.
         tolerance: Relative difference allowed (``EXACT_TOLERANCE`` when
             ``same_arithmetic``, else the ``loss_tolerance`` of the search; where ``basis`` is
-            ``"measured"``, measured from the input's pass-to-pass variation).
+            ``"measured"``, measured from the input's pass-to-pass variation and never below
+            ``loss_tolerance``).
         basis: ``"replayed"`` (both on the same batches, replayed, with the same seeds),
             ``"own pass"`` (the candidate read its own pass of the input) or ``"measured"``.
     """
