@@ -80,7 +80,7 @@ given = summary(result)
 built.clear()
 traced.clear()
 # Called in the strategy's scope, on a batched dataset; only the baseline (no knob to try).
-dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8, drop_remainder=True)  # a static batch to trace
 with strategy.scope():
     in_scope = summary(tune(build, dataset, xla=False, max_steps_per_execution=1, **quick))
     still_in_scope = tf.distribute.get_strategy() is strategy
@@ -94,9 +94,11 @@ def test_trials_run_under_mirrored_strategy_and_the_result_names_both_batches():
     out = run_json_with_fake_nvml(_MIRRORED, None, timeout=300)
     given, in_scope = out["given"], out["in_scope"]
     # Every model tune built (the baseline's probe and runner, each trial's) is mirrored, and
-    # each replica traced its half of the global batch (16, then 32 in the batch knob).
+    # each replica traced its half of the global batch of 16. The batch knob's 32 ends the 48
+    # examples with a partial batch, so its trace has no static batch size to record; and no
+    # trial's model is built from a batch of its own (models built from the input's shapes).
     assert given["models"] == 1 + len(given["trials"]) and all(given["mirrored"])
-    assert given["traced"] == [8, 16]
+    assert given["traced"] == [8]
     # The same knobs, in the same order: steps_per_execution, XLA flipped, the batch size. A
     # trial either ran (examples/s measured) or failed with its reason; none is chosen failed.
     labels = [label for label, *_ in given["trials"]]
@@ -170,3 +172,112 @@ def test_one_device_strategy_is_used_and_told_in_the_singular():
     assert str(result.distribution) == (
         "OneDeviceStrategy over 1 replica: global batch 16 (16 per replica)"
     )
+
+
+@pytest.fixture
+def iterators(monkeypatch):
+    """Counts of ``fit`` calls, of the input iterators Keras's TensorFlow trainer makes, and of
+    its symbolic builds that take a batch from an iterator of their own."""
+    from keras.src.backend.tensorflow import trainer
+
+    counts = {"fits": 0, "made": 0, "for_the_build": 0}
+    get_iterator, fit = trainer.TFEpochIterator._get_iterator, keras.Model.fit
+    symbolic_build = trainer.TensorFlowTrainer._maybe_symbolic_build
+
+    def counted_iterator(self):
+        counts["made"] += 1
+        return get_iterator(self)
+
+    def counted_fit(self, *args, **kwargs):
+        counts["fits"] += 1
+        return fit(self, *args, **kwargs)
+
+    def counted_build(self, iterator=None, data_batch=None):
+        counts["for_the_build"] += iterator is not None
+        return symbolic_build(self, iterator=iterator, data_batch=data_batch)
+
+    monkeypatch.setattr(trainer.TFEpochIterator, "_get_iterator", counted_iterator)
+    monkeypatch.setattr(keras.Model, "fit", counted_fit)
+    monkeypatch.setattr(trainer.TensorFlowTrainer, "_maybe_symbolic_build", counted_build)
+    return counts
+
+
+def test_under_a_strategy_keras_makes_a_throwaway_iterator_at_every_fit(iterators):
+    # The mechanism of the crash (docs/tuning.md, "Under a strategy"): an iterator made for the
+    # symbolic build and dropped at once, beside the one the fit trains from.
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = build()
+    for _ in range(3):
+        model.fit(*DATA, batch_size=16, steps_per_epoch=2, verbose=0)
+    assert iterators == {"fits": 3, "made": 6, "for_the_build": 3}
+
+
+def test_a_trial_model_under_a_strategy_makes_no_iterator_for_its_build(iterators):
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    tune(
+        build,
+        DATA,
+        batch_size=16,
+        strategy=strategy,
+        steps=2,
+        max_steps_per_execution=2,
+        xla=False,
+        pipeline=False,
+        precision=False,
+        rounds=2,
+        time_budget=60,
+    )
+    assert iterators["fits"] > 10 and iterators["for_the_build"] == 0
+    # One to train from in each fit, and Keras's next pass after an epoch that read the data
+    # to its end.
+    assert iterators["fits"] <= iterators["made"] < 2 * iterators["fits"]
+
+
+def fresh_unbuilt_model(strategy) -> keras.Model:
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])  # no Input
+        model.compile(keras.optimizers.SGD(0.01), "mse", metrics=["mae"])
+    return model
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        pytest.param(lambda: {"x": DATA[0], "y": DATA[1] + 1.0, "batch_size": 16}, id="arrays"),
+        pytest.param(
+            lambda: {"x": tf.data.Dataset.from_tensor_slices((DATA[0], DATA[1] + 1.0)).batch(16)},
+            id="dataset",
+        ),
+    ],
+)
+def test_a_model_built_from_its_inputs_shapes_trains_as_keras_builds_it(feed):
+    from tfthroughput.tuning._strategy_build import build_from_spec
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    as_keras_builds = fresh_unbuilt_model(strategy)
+    from_spec = fresh_unbuilt_model(strategy)
+    assert build_from_spec(from_spec, feed()) and from_spec.built and from_spec.optimizer.built
+    histories = [
+        model.fit(**feed(), epochs=2, verbose=0).history for model in (as_keras_builds, from_spec)
+    ]
+    assert histories[0] == histories[1] and histories[0]["loss"][0] > 0
+
+
+def test_an_unlabeled_input_builds_the_model_from_its_shape():
+    from tfthroughput.tuning._strategy_build import build_from_spec
+
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.01))  # no loss: its own train_step would compute it
+    assert build_from_spec(model, {"x": tf.data.Dataset.from_tensor_slices(DATA[0]).batch(16)})
+    assert [tuple(w.shape) for w in model.layers[0].weights] == [(4, 3), (3,)]
+
+
+def test_without_a_strategy_or_with_a_py_dataset_keras_builds_as_it_does():
+    from tfthroughput.tuning._strategy_build import build_from_spec
+
+    assert not build_from_spec(build(), {"x": DATA[0], "y": DATA[1]})
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = build()
+    assert not build_from_spec(model, {"x": keras.utils.PyDataset()})

@@ -13,6 +13,7 @@ from typing import Any
 
 import keras
 
+from tfthroughput.tuning._strategy_build import build_from_spec
 from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
 from tfthroughput.tuning._trial_runner import TrialRunner
 from tfthroughput.tuning.loss_check import reported_loss
@@ -132,6 +133,7 @@ class FitRunner(TrialRunner):
     def _fit(self, steps: int | None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
         with trial_failures(self.loop):
+            build_from_spec(self.model, self._feed)
             history = self.model.fit(
                 **self._feed,
                 epochs=1,
