@@ -80,7 +80,8 @@ given = summary(result)
 built.clear()
 traced.clear()
 # Called in the strategy's scope, on a batched dataset; only the baseline (no knob to try).
-dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8, drop_remainder=True)  # a static batch to trace
+# Whole batches only: a static batch size for the replicas' traces to record.
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8, drop_remainder=True)
 with strategy.scope():
     in_scope = summary(tune(build, dataset, xla=False, max_steps_per_execution=1, **quick))
     still_in_scope = tf.distribute.get_strategy() is strategy
