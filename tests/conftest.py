@@ -27,25 +27,29 @@ def _gpu_present() -> bool:
 
 
 # The files that take longest, longest first (their tests' seconds summed from
-# `pytest -n 2 --durations=0` on 2 cores with tune's collections frozen: 115, 61, 50, 36, 33,
-# 29, 23, 21, 19, 19, 16, 16, 13 s). xdist hands whole files to its two workers in collection
-# order (`--no-loadscope-reorder`), so these go first and the last files handed out are short
-# ones: in its own order (files with more tests first) the backend re-runs and four 8-10 s
+# `pytest -n 2 --durations=0` on 2 cores: 115, 111, 94, 72, 58, 56, 50, 47, 47, 43, 41, 39, 33,
+# 32, 32, 29, 29 s). xdist hands whole files to its two workers in collection order
+# (`--no-loadscope-reorder`), so these go first and the last files handed out are short ones:
+# in its own order (files with more tests first) the backend re-runs and four 8-10 s
 # single-test files came last, and one worker waited on the other's tail.
 LONGEST_FIRST = (
     "test_patterns.py",
     "test_cli.py",
     "test_tuner.py",
+    "test_tune_replay.py",
+    "test_cli_tune_script.py",
     "test_readme_examples.py",
-    "test_batch_size.py",
     "test_monitor_backends.py",
+    "test_tune_paired.py",
     "test_diagnosis.py",
-    "test_service_cluster.py",
-    "test_custom_train_step.py",
-    "test_monitor_nvml.py",
-    "test_tune_backends.py",
-    "test_service.py",
     "test_tune_strategy.py",
+    "test_batch_size.py",
+    "test_custom_train_step.py",
+    "test_tune_backends.py",
+    "test_tune_inference.py",
+    "test_service_cluster.py",
+    "test_monitor_nvml.py",
+    "test_cli_run.py",
 )
 
 

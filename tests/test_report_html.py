@@ -60,13 +60,19 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
 
     naive = medians_from_event_files(log_dir / "naive" / "hardware")
     fast = medians_from_event_files(log_dir / "build_pipeline" / "hardware")
-    assert len(page.rows) == 8
+    assert len(page.rows) == 9
     for tag, cells in page.rows.items():
         if tag.startswith("epoch/"):  # throughput and time: with their ratio
             assert cells == [naive[tag], fast[tag], fast[tag] / naive[tag]], tag
         else:  # percentages and memory: side by side, no ratio
             assert cells == [naive[tag], fast[tag]], tag
     assert page.rows["gpu0/utilization_percent/mean"] == [35.0, 85.0]
+    # The input wait the monitor measured, as its event files hold it.
+    assert page.rows["input/wait_percent"] == [
+        naive["input/wait_percent"],
+        fast["input/wait_percent"],
+    ]
+    assert "input wait [%]</h3>" in page_text
     assert "<th>build_pipeline / naive</th>" in page_text
 
     # It opens with the verdict and the speed-up, stated as the demo's terminal states it.
@@ -80,9 +86,9 @@ def test_report_is_one_offline_page_whose_table_holds_the_event_files_medians(lo
     assert f"build_pipeline vs naive: {ratio:.2f}x [" in page_text
     assert "examples/s (median of epochs 2-3; range of 2 epochs each" in page_text
 
-    # Six charts (steps/s and the epoch's wall time are tabled only), each a PNG inside the
+    # Seven charts (steps/s and the epoch's wall time are tabled only), each a PNG inside the
     # page; nothing to fetch.
-    assert len(page.sources) == 6
+    assert len(page.sources) == 7
     for source in page.sources:
         assert source.startswith("data:image/png;base64,")
         assert base64.b64decode(source.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
@@ -108,7 +114,7 @@ def test_default_output_is_report_html_in_the_log_dir(log_dir):
 def test_a_cpu_only_run_says_why_gpu_charts_are_missing(tmp_path):
     write_monitored_runs(tmp_path, gpu=False)
     page_text = render_html(compare_runs(tmp_path))
-    assert page_text.count("<img") == 3  # host CPU, examples/s, training time
+    assert page_text.count("<img") == 4  # host CPU, input wait, examples/s, training time
     assert (
         'GPU-Util [%]</h3><p class="absent">Not recorded in any run: no GPU was sampled'
         in page_text

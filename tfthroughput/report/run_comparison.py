@@ -76,6 +76,13 @@ QUANTITIES: tuple[Quantity, ...] = (
         _UNITS["cpu_percent"],
         "host metrics were not sampled",
     ),
+    # The share of the epoch the loop waited for its next batch (tfthroughput.monitor.input_wait).
+    Quantity(
+        "input wait",
+        r"input/wait_percent",
+        "%",
+        "GPUMonitor logs it (input/wait_percent) from the version that measures the input wait",
+    ),
     Quantity(
         "examples/s",
         r"epoch/examples_per_second",
