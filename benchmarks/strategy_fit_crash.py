@@ -75,11 +75,18 @@ def run_arms(seconds: float, child_seconds: float) -> dict[str, dict[str, int]]:
                 totals[arm]["crashes"] += 1
                 print(
                     f"{arm}: exit {child.returncode} after {progress[-1] if progress else 0} "
-                    f"fits: {errors.strip().splitlines()[:1]}",
+                    f"fits, in {crash_site(errors)}",
                     flush=True,
                 )
             del running[arm]
     return totals
+
+
+def crash_site(errors: str) -> str:
+    """The innermost Python frame faulthandler printed for the crashed thread."""
+    fault = errors.split("Fatal Python error", 1)
+    frames = [line.strip() for line in fault[-1].splitlines() if line.strip().startswith("File ")]
+    return frames[0] if len(fault) == 2 and frames else "(no Python frame printed)"
 
 
 def main() -> None:

@@ -116,17 +116,17 @@ def test_a_model_that_cannot_be_rebuilt_is_one_line_and_exit_2(tmp_path):
 
 def test_a_one_shot_generator_is_refused_with_what_to_pass_instead():
     # In process: the refusal comes before anything is built (a subprocess costs seconds).
-    from tfthroughput.cli.tune_script import CannotTune, _tune_data
+    from tfthroughput.tuning.captured_call import CannotTune, tune_data
 
     batches = (np.zeros((8, 4)) for _ in range(2))
     with pytest.raises(CannotTune) as raised:
-        _tune_data({"x": batches, "steps_per_epoch": 2}, inference=False)
+        tune_data({"x": batches, "steps_per_epoch": 2}, inference=False)
     assert str(raised.value) == (
         "the call's data is a one-shot generator, which cannot be replayed for every "
         "trial; pass a tf.data.Dataset (tf.data.Dataset.from_generator), a "
         "keras.utils.PyDataset or arrays instead"
     )
-    assert _tune_data({"x": np.ones((8, 4)), "y": np.ones((8, 1))}, inference=False)[1] == {
+    assert tune_data({"x": np.ones((8, 4)), "y": np.ones((8, 1))}, inference=False)[1] == {
         "batch_size": 32
     }
 

@@ -249,6 +249,7 @@ PINNED = {
         "clock",
     ),
     "autolog": ("log_dir", "disable", "monitor_options"),
+    "autotune": ("disable", "tune_options"),
     "find_gpus": (),
     "GPUConfiguration": ("visible", "memory_growth", "memory_limits_mib"),
     "GPUDevice": ("index", "nvml_index", "uuid", "name", "mig_index"),

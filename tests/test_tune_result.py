@@ -74,7 +74,7 @@ def test_the_snippet_and_compile_kwargs_apply_the_choice():
         "executions: steps_per_epoch a multiple of 32",
         "dataset = tfthroughput.build_pipeline(data, batch_size=16, cache=True, "
         "deterministic=True, repeat=True)",
-        "model.fit(dataset, ...)",
+        "model.fit(dataset, ...)  # it repeats: give fit steps_per_epoch (your epoch's batches)",
     ]
     assert tuned.speedup == 5.0 and tuned.improved
 

@@ -3,7 +3,7 @@
 The script runs as ``tfthroughput run`` runs it (:mod:`tfthroughput.cli.script_runner`) until
 its ``--call``-th ``fit`` (``predict`` with ``--inference``), where autolog's patch hands the
 call over (:mod:`tfthroughput.monitor.call_capture`) and the script stops, nothing trained. The
-model is rebuilt as a zero-argument builder (:mod:`tfthroughput.cli.model_rebuild`) and
+model is rebuilt as a zero-argument builder (:mod:`tfthroughput.tuning.model_rebuild`) and
 ``tfthroughput.tune`` runs on it with the call's data; the result is printed with the lines to
 change in the script. A model that cannot be rebuilt, data that cannot be replayed, a script
 that never makes the call: one line each, a non-zero exit, no third-party traceback.
@@ -12,11 +12,9 @@ that never makes the call: one line each, a non-zero exit, no third-party traceb
 from __future__ import annotations
 
 import argparse
-import collections.abc
 import os
 import sys
 import traceback
-from typing import Any
 
 from tfthroughput._startup import load_tensorflow
 from tfthroughput.cli.script_runner import (
@@ -26,12 +24,9 @@ from tfthroughput.cli.script_runner import (
     run_target,
     script_target,
 )
+from tfthroughput.tuning.captured_call import CannotTune
 
 PROG = "tfthroughput tune"
-
-
-class CannotTune(Exception):
-    """Why the captured call cannot be tuned, as one line for the user (exit status 2)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,25 +101,22 @@ def _run_applying(target, script_args: list[str], kind: str, args: argparse.Name
     chosen setup from there on; then ``tfthroughput run``'s summary."""
     import tfthroughput
     from tfthroughput.cli.run_summary import print_summary, write_report_quietly
-    from tfthroughput.cli.tune_apply import apply_at_call, later_calls_hook
     from tfthroughput.monitor import keras_patch
     from tfthroughput.monitor.autologging import DEFAULT_LOG_DIR
     from tfthroughput.monitor.call_capture import capture
+    from tfthroughput.tuning.call_apply import apply_at_call, later_calls_hook
 
     taken = []
 
     def on_call(call):
         call.site = _site(target)
         taken.append(call)
-        saved = _random_state()
         try:
             result = _tune(call, args)
         except CannotTune as error:
             print(f"{PROG}: {error}; the script runs on unchanged", file=sys.stderr)
             keras_patch.set_call_hook(None)
             return
-        finally:  # the script's own random numbers go on as they would have
-            _set_random_state(saved)
         print(result, flush=True)
         for line in apply_at_call(result, call):
             print(f"{PROG} --apply: {line}", flush=True)
@@ -151,23 +143,6 @@ def _run_applying(target, script_args: list[str], kind: str, args: argparse.Name
     return ending.exit_code
 
 
-def _random_state() -> tuple:
-    import random
-
-    import numpy as np
-
-    return random.getstate(), np.random.get_state()
-
-
-def _set_random_state(saved: tuple) -> None:
-    import random
-
-    import numpy as np
-
-    random.setstate(saved[0])
-    np.random.set_state(saved[1])
-
-
 def _no_call(ending, kind: str, number: int) -> int:
     sys.stdout.flush()
     if ending.error is not None:
@@ -188,56 +163,16 @@ def _no_call_line(kind: str, number: int, exit_code: int) -> None:
 
 
 def _tune(captured, args: argparse.Namespace):
-    from tfthroughput.cli.model_rebuild import CannotRebuild, builder
-    from tfthroughput.tuning import tune
+    from tfthroughput.tuning.captured_call import tune_captured
 
-    data, extra = _tune_data(captured.arguments, args.inference)
-    try:
-        build_model = builder(captured.model, captured.compile_arguments, captured.weights)
-    except CannotRebuild as error:
-        raise CannotTune(str(error)) from None
     mode = (
         {"mode": "inference", "max_batch_latency_ms": args.max_batch_latency_ms}
         if args.inference
         else {"allow_batch_change": args.allow_batch_change}
     )
-    try:
-        return tune(
-            build_model,
-            data,
-            **extra,
-            time_budget=args.budget,
-            steps=args.steps,
-            log_dir=args.log_dir,
-            **mode,
-        )
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise CannotTune(f"tune cannot run on this call: {error}") from None
-
-
-def _tune_data(arguments: dict[str, Any], inference: bool) -> tuple[Any, dict[str, Any]]:
-    """What tune takes as ``data``, and its ``batch_size`` and ``steps_per_epoch``."""
-    x, y = arguments.get("x"), arguments.get("y")
-    if isinstance(x, collections.abc.Iterator):  # a generator: iterating it consumes it
-        raise CannotTune(
-            f"the call's data is a one-shot {type(x).__name__}, which cannot be replayed for "
-            "every trial; pass a tf.data.Dataset (tf.data.Dataset.from_generator), a "
-            "keras.utils.PyDataset or arrays instead"
-        )
-    import keras
-
-    batched = _is_dataset(x) or isinstance(x, keras.utils.PyDataset)
-    extra = {} if batched else {"batch_size": arguments.get("batch_size") or 32}
-    if inference:
-        return x, extra
-    if arguments.get("steps_per_epoch") is not None:
-        extra["steps_per_epoch"] = arguments["steps_per_epoch"]
-    return (x if y is None else (x, y)), extra
-
-
-def _is_dataset(x: Any) -> bool:
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(x, tf.data.Dataset)
+    return tune_captured(
+        captured, time_budget=args.budget, steps=args.steps, log_dir=args.log_dir, **mode
+    )
 
 
 def _lines_to_change(result, site: str | None, kind: str) -> str:

@@ -74,6 +74,11 @@ def unpatch() -> None:
     _warned.clear()
 
 
+def monitor_factory() -> Callable[[str, list], object] | None:
+    """The ``monitor_for`` the patch was installed with (None when not patched)."""
+    return _monitor_for
+
+
 def is_patched() -> bool:
     """Whether ``keras.Model``'s methods are patched now."""
     import keras

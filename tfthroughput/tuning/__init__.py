@@ -5,7 +5,9 @@ input pipeline and, if allowed, the batch size on fresh copies of a model, again
 as given (under a ``tf.distribute`` strategy where one is given or in scope: the result's
 :class:`TuneDistribution`), and returns a :class:`TuneResult`.
 ``tune(..., mode="inference")`` tunes ``predict`` (batch size, XLA, ``steps_per_execution``,
-policy) and returns an :class:`InferenceTuneResult`. Names resolve lazily (PEP 562).
+policy) and returns an :class:`InferenceTuneResult`. ``autotune()`` (also at the top level)
+tunes the next ``fit`` a running script or notebook makes and lets it run with the fastest
+setup. Names resolve lazily (PEP 562).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "TuneResult": "tfthroughput.tuning.result",
     "TuneSetup": "tfthroughput.tuning.setup",
     "TuneTrial": "tfthroughput.tuning.result",
+    "autotune": "tfthroughput.tuning.autotune",
     "tune": "tfthroughput.tuning.tuner",
 }
 

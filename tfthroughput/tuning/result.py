@@ -128,6 +128,8 @@ class TuneResult(ResultBase):
         if chosen.batch_size != self.baseline.batch_size and self.pipeline_kwargs is None:
             batch = f", batch_size={chosen.batch_size}"
         fit = f"model.fit({data}{batch}, ...)"
+        if (self.pipeline_kwargs or {}).get("repeat"):  # an epoch would never end without it
+            fit += "  # it repeats: give fit steps_per_epoch (your epoch's batches)"
         if batch and self.distribution is not None:
             fit += f"  # {self.distribution.batch(chosen.batch_size)}"
         lines.append(fit)

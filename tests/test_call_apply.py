@@ -3,15 +3,17 @@ knobs on the model, the batch size for this call and later calls of that model o
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
 
-from tfthroughput.cli.tune_apply import apply_at_call, later_calls_hook  # noqa: E402
 from tfthroughput.monitor import keras_patch  # noqa: E402
 from tfthroughput.monitor.call_capture import CapturedCall  # noqa: E402
 from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial  # noqa: E402
+from tfthroughput.tuning.call_apply import apply_at_call, later_calls_hook  # noqa: E402
 
 
 def _result(**changes) -> TuneResult:
@@ -108,3 +110,29 @@ class _PredictBatches(keras.callbacks.Callback):
 
     def on_predict_batch_end(self, batch, logs=None):
         self.batches += 1
+
+
+@pytest.mark.tensorflow
+@pytest.mark.parametrize("steps_per_epoch", [None, 4])
+def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(steps_per_epoch):
+    # The search's rebuilt pipeline repeats (its timed runs read on and on); the call's own
+    # epochs end at the data's end unless it gives steps_per_epoch, so there it must not.
+    model = _model()
+    pipeline = {"batch_size": 4, "cache": True, "deterministic": True, "repeat": True}
+    tuned = dataclasses.replace(
+        _result(steps_per_execution=2, pipeline=True), pipeline_kwargs=pipeline
+    )
+    x, y = np.ones((16, 2), "float32"), np.ones((16, 1), "float32")
+    arguments = {"x": x, "y": y, "batch_size": 4, "steps_per_epoch": steps_per_epoch}
+    call = CapturedCall("fit", model, arguments)
+    done = apply_at_call(tuned, call)
+
+    repeats = steps_per_epoch is not None
+    assert done[-1] == (
+        "data = tfthroughput.build_pipeline(data, batch_size=4, cache=True, "
+        f"deterministic=True, repeat={repeats})"
+    )
+    batches = _Batches()
+    model.fit(**call.arguments, epochs=2, verbose=0, callbacks=[batches])
+    # 4 steps an epoch (16 examples in 4s, or the call's 4), one batch hook per execution of 2
+    assert batches.batches == 2 * 2

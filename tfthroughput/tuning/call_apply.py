@@ -1,4 +1,5 @@
-"""``tfthroughput tune --apply``: the chosen setup put on the script's own model and calls.
+"""The chosen setup put on a running script's own model and calls (`tfthroughput tune --apply`,
+`autotune()`).
 
 At the tuned call: ``steps_per_execution`` and ``jit_compile`` set on the model
 (``TuneSetup.apply``, kept by Keras for every later call until the script compiles again), and
@@ -42,14 +43,18 @@ def data_changer(result: Any):
     if pipeline is not None:
 
         def rebuild_pipeline(arguments: dict[str, Any]) -> str:
-            import tfthroughput
+            from tfthroughput.data.pipeline import build_pipeline
 
             x, y = arguments.get("x"), arguments.get("y")
             data = x if y is None else (x, y)
-            arguments["x"] = tfthroughput.build_pipeline(data, **pipeline)
+            kwargs = dict(pipeline)
+            if arguments.get("steps_per_epoch") is None:
+                # The call's epochs end at the data's end: a repeating pipeline would not end.
+                kwargs["repeat"] = False
+            arguments["x"] = build_pipeline(data, **kwargs)
             arguments["y"] = None
             arguments["batch_size"] = None
-            return f"data = tfthroughput.build_pipeline(data, {_kwargs(pipeline)})"
+            return f"data = tfthroughput.build_pipeline(data, {_kwargs(kwargs)})"
 
         return rebuild_pipeline
     if chosen.batch_size != baseline.batch_size:
