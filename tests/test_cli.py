@@ -175,7 +175,7 @@ def test_report_writes_one_html_file_comparing_the_runs(tmp_path):
     assert result.stdout == f"wrote {tmp_path / 'both.html'}\n"
     page = (tmp_path / "both.html").read_text(encoding="utf-8")
     assert "<th>naive</th><th>build_pipeline</th><th>build_pipeline / naive</th>" in page
-    assert page.count('src="data:image/png;base64,') == 6
+    assert page.count('src="data:image/png;base64,') == 7
 
 
 def _keras_only_run(folder) -> None:

@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "DipTrigger": "tfthroughput.profiling.dip_trigger",
     "GPUMonitor": "tfthroughput.monitor.gpu_monitor",
     "autolog": "tfthroughput.monitor.autologging",
-    "autotune": "tfthroughput.tuning.autotune",
+    "autotune": "tfthroughput.tuning.autotuning",
     "MonitoringWarning": "tfthroughput.hardware.source",
     "ProfileSteps": "tfthroughput.profiling.profile_steps",
     "benchmark_dataset": "tfthroughput.data.benchmark",

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "TuneResult": "tfthroughput.tuning.result",
     "TuneSetup": "tfthroughput.tuning.setup",
     "TuneTrial": "tfthroughput.tuning.result",
-    "autotune": "tfthroughput.tuning.autotune",
+    "autotune": "tfthroughput.tuning.autotuning",
     "tune": "tfthroughput.tuning.tuner",
 }
 
