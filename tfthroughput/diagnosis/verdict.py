@@ -34,11 +34,11 @@ class DiagnosisThresholds:
         input_bound_fraction: Defaults to ``0.25``: a quarter of every step spent waiting on
             input, i.e. fixing the input would make training at least 1.33x faster.
         compute_bound_fraction: Defaults to ``0.15``: at or below this, fixing the input would
-            gain under 1.18x, and the fraction is within run-to-run noise on a loaded shared
-            machine (the measurement is in ``docs/benchmarks.md``).
-        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms): about twice the fixed host
-            cost of a Keras ``fit`` step, so a compute-only step shorter than this is mostly
-            fixed cost.
+            gain under 1.18x, and the fraction is within run-to-run noise.
+        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms): a compute-only step
+            shorter than this is mostly Keras's fixed host cost per step.
+
+    Why these values: ``docs/benchmarks.md`` ("The diagnosis thresholds' measurements").
 
     Raises:
         TypeError: If a threshold is not a number.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,7 +60,9 @@ def tune_data(arguments: dict[str, Any], inference: bool) -> tuple[Any, dict[str
         )
     import keras
 
-    batched = _is_dataset(x) or isinstance(x, keras.utils.PyDataset)
+    from tfthroughput.tuning._arguments import is_dataset
+
+    batched = is_dataset(x) or isinstance(x, keras.utils.PyDataset)
     extra = {} if batched else {"batch_size": arguments.get("batch_size") or 32}
     if inference:
         return x, extra
@@ -84,8 +85,3 @@ def random_state_kept() -> Iterator[None]:
     finally:
         random.setstate(saved[0])
         np.random.set_state(saved[1])
-
-
-def _is_dataset(x: Any) -> bool:
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(x, tf.data.Dataset)
