@@ -26,30 +26,31 @@ def _gpu_present() -> bool:
         return False
 
 
-# The files that take longest, longest first (their tests' seconds summed from
-# `pytest -n 2 --durations=0` on 2 cores: 115, 111, 94, 72, 58, 56, 50, 47, 47, 43, 41, 39, 33,
-# 32, 32, 29, 29 s). xdist hands whole files to its two workers in collection order
+# The files that take longest, longest first (their tests' seconds summed, the mean of two
+# `pytest -n 3` runs with junit XML on 2 cores: 175, 148, 135, 95, 78, 72, 72, 70, 67, 64, 60,
+# 59, 44, 41, 40, 39, 39, 35 s). xdist hands whole files to its workers in collection order
 # (`--no-loadscope-reorder`), so these go first and the last files handed out are short ones:
 # in its own order (files with more tests first) the backend re-runs and four 8-10 s
-# single-test files came last, and one worker waited on the other's tail.
+# single-test files came last, and one worker waited on the others' tail.
 LONGEST_FIRST = (
     "test_patterns.py",
     "test_cli.py",
     "test_tuner.py",
     "test_tune_replay.py",
     "test_cli_tune_script.py",
-    "test_readme_examples.py",
-    "test_monitor_backends.py",
-    "test_tune_paired.py",
     "test_diagnosis.py",
-    "test_tune_strategy.py",
-    "test_batch_size.py",
+    "test_readme_examples.py",
     "test_custom_train_step.py",
+    "test_tune_strategy.py",
+    "test_tune_paired.py",
+    "test_monitor_backends.py",
+    "test_batch_size.py",
     "test_tune_backends.py",
-    "test_tune_inference.py",
     "test_service_cluster.py",
+    "test_py_dataset_tools.py",
+    "test_autotuning.py",
     "test_monitor_nvml.py",
-    "test_cli_run.py",
+    "test_tune_inference.py",
 )
 
 

@@ -43,7 +43,7 @@ def test_the_readme_links_only_to_files_that_exist():
 def test_the_first_command_installs_what_the_demo_needs_and_ci_runs_the_second():
     first, second = re.findall(r"^python3 -m venv .*$", README.read_text(), re.M)[:2]
     assert '.[tensorflow,report]"' in first and first.endswith("tfthroughput demo")
-    assert second.endswith("python -m pytest -n 2")
+    assert second.endswith("python -m pytest -n 3")
     ci = (ROOT / ".ci" / "run").read_text()
     assert second in ci
 

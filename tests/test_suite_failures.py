@@ -1,7 +1,7 @@
 """The suite's own configuration ends a run that loses a worker, in minutes, naming the test.
 
 Each test plants a fault in a small suite of its own and runs it the way the README's test
-command runs ours (`pytest -n 2` with this repository's pyproject.toml, so its addopts and
+command runs ours (`pytest -n 3` with this repository's pyproject.toml, so its addopts and
 timeout): a worker that aborts with a server running, and a test that hangs. Without
 ``--max-worker-restart=0`` xdist replaces a crashed worker and re-runs the crashing file, and
 under ``--dist loadfile`` the replacement can wait forever; without a per-test timeout a hang
@@ -87,7 +87,7 @@ def test_hangs():
 
 def _run_planted(folder: Path, *options: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "pytest", "-c", str(PYPROJECT), "--rootdir", str(folder)]
-    command += ["-n", "2", "-p", "no:cacheprovider", *options, str(folder)]
+    command += ["-n", "3", "-p", "no:cacheprovider", *options, str(folder)]
     try:
         return subprocess.run(
             command,
