@@ -203,6 +203,19 @@ def iterators(monkeypatch):
     return counts
 
 
+def build_given(keras_build, batch, requests=None):
+    """Keras's symbolic build (bound or not) handed ``batch`` instead of the epoch iterator it
+    would make a throwaway iterator from; ``requests["for_the_build"]`` counts the builds
+    Keras asked to make from an iterator."""
+
+    def build(*model, iterator=None, data_batch=None):
+        if requests is not None:
+            requests["for_the_build"] += iterator is not None
+        return keras_build(*model, data_batch=batch)
+
+    return build
+
+
 def test_under_a_strategy_keras_asks_for_a_throwaway_iterator_at_every_fit(iterators, monkeypatch):
     # The mechanism of the crash (docs/tuning.md, "Under a strategy"): at every fit Keras hands
     # its symbolic build the epoch iterator, from which it makes an iterator of its own, takes
@@ -213,12 +226,8 @@ def test_under_a_strategy_keras_asks_for_a_throwaway_iterator_at_every_fit(itera
 
     counted_build = trainer.TensorFlowTrainer._maybe_symbolic_build  # the fixture's
     one_batch = (tf.constant(DATA[0][:16]), tf.constant(DATA[1][:16]))
-
-    def build_from_one_batch(self, iterator=None, data_batch=None):
-        iterators["for_the_build"] += iterator is not None
-        return counted_build(self, data_batch=one_batch)
-
-    monkeypatch.setattr(trainer.TensorFlowTrainer, "_maybe_symbolic_build", build_from_one_batch)
+    given = build_given(counted_build, one_batch, requests=iterators)
+    monkeypatch.setattr(trainer.TensorFlowTrainer, "_maybe_symbolic_build", given)
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
         model = build()
     for _ in range(3):
@@ -273,9 +282,8 @@ def test_a_model_built_from_its_inputs_shapes_trains_as_keras_builds_it(feed):
     first_batch = (tf.constant(DATA[0][:16]), tf.constant(DATA[1][:16] + 1.0))
     # Keras's own build from the batch its throwaway iterator would have taken first: the
     # iterator itself is what crashes a long-lived process (the test above).
-    keras_build = as_keras_builds._maybe_symbolic_build
-    as_keras_builds._maybe_symbolic_build = lambda iterator=None, data_batch=None: keras_build(
-        data_batch=first_batch
+    as_keras_builds._maybe_symbolic_build = build_given(
+        as_keras_builds._maybe_symbolic_build, first_batch
     )
     from_spec = fresh_unbuilt_model(strategy)
     assert build_from_spec(from_spec, feed()) and from_spec.built and from_spec.optimizer.built

@@ -25,18 +25,18 @@ class DiagnosisThresholds:
     compute-only step time ``t``:
 
     1. ``f >= input_bound_fraction``: ``"input-bound"``.
-    2. ``t < launch_overhead_step_seconds``, or GPU-Util above 20 % and at least twice SM
-       activity (where SM activity was measured: tiny kernels): ``"launch-overhead-bound"``.
+    2. ``t < launch_overhead_step_seconds``, or GPU-Util far above SM activity (where SM
+       activity was measured: tiny kernels, :func:`tiny_kernels`): ``"launch-overhead-bound"``.
     3. ``f <= compute_bound_fraction``: ``"compute-bound"``.
     4. otherwise: ``"balanced"``.
 
     Attributes:
-        input_bound_fraction: Defaults to ``0.25``: a quarter of every step spent waiting on
-            input, i.e. fixing the input would make training at least 1.33x faster.
-        compute_bound_fraction: Defaults to ``0.15``: at or below this, fixing the input would
-            gain under 1.18x, and the fraction is within run-to-run noise.
-        launch_overhead_step_seconds: Defaults to ``0.002`` (2 ms): a compute-only step
-            shorter than this is mostly Keras's fixed host cost per step.
+        input_bound_fraction: The share of every step spent waiting on input from which
+            fixing the input is the change that pays most.
+        compute_bound_fraction: At or below this share, fixing the input would gain little,
+            and the share is within run-to-run noise.
+        launch_overhead_step_seconds: A compute-only step shorter than this is mostly Keras's
+            fixed host cost per step.
 
     Why these values: ``docs/benchmarks.md`` ("The diagnosis thresholds' measurements").
 
