@@ -1,7 +1,9 @@
-"""Suite-wide fixtures: thread-leak check, the `gpu` marker and the files' order."""
+"""Suite-wide fixtures: thread-leak check, garbage collections per test, the `gpu` marker and
+the files' order."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -26,9 +28,9 @@ def _gpu_present() -> bool:
         return False
 
 
-# The files that take longest, longest first (their tests' seconds summed, the mean of two
-# `pytest -n 3` runs with junit XML on 2 cores: 175, 148, 135, 95, 78, 72, 72, 70, 67, 64, 60,
-# 59, 44, 41, 40, 39, 39, 35 s). xdist hands whole files to its workers in collection order
+# The files that take longest, longest first (their tests' seconds summed in a `pytest -n 3`
+# run with junit XML on 2 cores: 95, 82, 76, 52, 49, 48, 35, 35, 34, 34, 30, 29, 29, 25, 25,
+# 25, 22, 21, 21, 20 s). xdist hands whole files to its workers in collection order
 # (`--no-loadscope-reorder`), so these go first and the last files handed out are short ones:
 # in its own order (files with more tests first) the backend re-runs and four 8-10 s
 # single-test files came last, and one worker waited on the others' tail.
@@ -38,19 +40,21 @@ LONGEST_FIRST = (
     "test_tuner.py",
     "test_tune_replay.py",
     "test_cli_tune_script.py",
-    "test_diagnosis.py",
     "test_readme_examples.py",
+    "test_monitor_backends.py",
+    "test_service_cluster.py",
+    "test_batch_size.py",
+    "test_tune_paired.py",
     "test_custom_train_step.py",
     "test_tune_strategy.py",
-    "test_tune_paired.py",
-    "test_monitor_backends.py",
-    "test_batch_size.py",
-    "test_tune_backends.py",
-    "test_service_cluster.py",
-    "test_py_dataset_tools.py",
+    "test_diagnosis.py",
     "test_autotuning.py",
     "test_monitor_nvml.py",
+    "test_cli_run.py",
+    "test_tune_backends.py",
+    "test_py_dataset_tools.py",
     "test_tune_inference.py",
+    "test_tune_garbage.py",
 )
 
 
@@ -77,6 +81,35 @@ def no_global_tensorflow_seed_left_behind():
     tensorflow = sys.modules.get("tensorflow")
     if tensorflow is not None and hasattr(tensorflow, "random"):
         tensorflow.random.set_seed(None)
+
+
+@pytest.fixture(autouse=True)
+def collections_scan_this_tests_objects():
+    """Freeze what earlier tests left (``gc.freeze``), so this test's garbage collections scan
+    only the objects it makes.
+
+    A worker's heap only grows: TensorFlow registers the gradient of every ``custom_gradient``
+    it traces in graph mode in a global registry, which keeps that whole ``FuncGraph`` alive,
+    so every fit of such a model leaves thousands of objects behind. Each full collection
+    (Keras's ``clear_session``, ``tune``'s, Python's own) then scans them all again, and does
+    so more slowly test after test. The garbage frozen with them is never freed: some memory,
+    as CONTRIBUTING's suite figures say. A test of what the package freezes itself asks for
+    ``nothing_frozen``.
+    """
+    gc.freeze()
+
+
+@pytest.fixture
+def nothing_frozen():
+    """Nothing in the permanent generation, as in a program that never froze anything: for the
+    tests of the package's own ``gc.freeze`` (which leaves a program's own freeze alone), and
+    for a test that runs thousands of searches (each asks ``gc.get_freeze_count()``, which
+    walks the whole permanent generation)."""
+    gc.unfreeze()
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)

@@ -51,7 +51,7 @@ def _documented_bound(min_batch_size, largest):
 
 
 @pytest.mark.parametrize("min_batch_size", [1, 2, 8, 48])
-def test_the_documented_trial_bound_holds_and_is_reached(min_batch_size):
+def test_the_documented_trial_bound_holds_and_is_reached(min_batch_size, nothing_frozen):
     reached = 0
     for limit in range(min_batch_size, 4096):
         oracle = FitsUpTo(limit)
@@ -79,7 +79,9 @@ def test_search_order_doubles_then_bisects():
     assert result.fastest_examples_per_second == 100.0
 
 
-def test_trials_collect_only_what_the_search_made_and_the_freeze_is_lifted_after():
+def test_trials_collect_only_what_the_search_made_and_the_freeze_is_lifted_after(
+    nothing_frozen,
+):
     import gc
 
     frozen_in_trials = []

@@ -26,14 +26,6 @@ def _cycle() -> weakref.ref:
     return weakref.ref(one)
 
 
-@pytest.fixture
-def nothing_frozen():
-    gc.collect()
-    assert gc.get_freeze_count() == 0
-    yield
-    gc.unfreeze()
-
-
 def test_a_cycle_made_inside_is_collected_inside_and_one_made_before_waits(nothing_frozen):
     before = _cycle()  # garbage already: frozen with the rest, so no collection inside sees it
     with collections_of_new_objects_only():

@@ -413,7 +413,7 @@ class StepClock:
         return self.now
 
 
-def test_the_time_budget_stops_the_search(float32_policy):
+def test_the_time_budget_stops_the_search(float32_policy, nothing_frozen):
     import gc
 
     keras.config.set_dtype_policy("mixed_bfloat16")  # the user's policy: kept, and tuned under
