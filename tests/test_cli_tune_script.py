@@ -4,6 +4,9 @@ that is tuned; what is printed, the JSON written and the exit codes asserted."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -56,6 +59,100 @@ model.fit(np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32"), verbose=0)
 print("trained", flush=True)
 """
 
+# A model with its own train_step (a reconstruction loss on x alone, its own loss tracker), as
+# Keras's guide to customizing fit writes one, fed an unlabeled PyDataset.
+OWN_STEP_ON_A_PY_DATASET = """
+import keras, numpy as np, tensorflow as tf
+
+class Reconstruction(keras.Model):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tracker = keras.metrics.Mean(name="loss")
+
+    def train_step(self, x):
+        with tf.GradientTape() as tape:
+            loss = keras.ops.mean(keras.ops.square(x - self(x, training=True)))
+        gradients = tape.gradient(loss, self.trainable_weights)
+        self.optimizer.apply(gradients, self.trainable_weights)
+        self.tracker.update_state(loss)
+        return {"loss": self.tracker.result()}
+
+    @property
+    def metrics(self):
+        return [self.tracker]
+
+
+class Batches(keras.utils.PyDataset):
+    def __init__(self, x, batch_size, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.batch_size = x, batch_size
+
+    def __len__(self):
+        return len(self.x) // self.batch_size
+
+    def __getitem__(self, index):
+        return self.x[index * self.batch_size : (index + 1) * self.batch_size]
+
+
+keras.utils.set_random_seed(2)
+inputs = keras.Input((4,))
+model = Reconstruction(inputs, keras.layers.Dense(4)(keras.layers.Dense(2)(inputs)))
+model.compile(keras.optimizers.Adam(1e-3))
+model.fit(Batches(np.random.rand(64, 4).astype("float32"), 8), epochs=2, verbose=0)
+print("trained", flush=True)
+"""
+
+# Built and compiled in a MirroredStrategy's scope (two logical CPUs) with a loss-scaling
+# optimizer, and fitted outside it, as the tf.distribute guide's Keras examples do.
+MIRRORED_LOSS_SCALED = """
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras, numpy as np
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+keras.utils.set_random_seed(3)
+x = np.random.rand(64, 4).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01)), "mse")
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+print("trained", flush=True)
+"""
+
+# Seeded, shuffled by fit (its default), then an error of the script's own. Run alone, it takes
+# the setup to train with from SETUP (what tune --apply chose), so both runs can be compared.
+SEEDED_THEN_RAISES = """
+import json, os
+import keras, numpy as np
+
+setup = json.loads(os.environ.get("SETUP", "{}"))
+keras.utils.set_random_seed(4)
+x = np.random.rand(256, 8).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential(
+    [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+)
+model.compile(
+    keras.optimizers.SGD(0.01),
+    "mse",
+    steps_per_execution=setup.get("steps_per_execution", 1),
+    jit_compile=setup.get("jit_compile", False),
+)
+if "pipeline_kwargs" in setup:
+    import tfthroughput
+
+    data = {"x": tfthroughput.build_pipeline((x, y), **setup["pipeline_kwargs"])}
+else:
+    data = {"x": x, "y": y, "batch_size": setup.get("batch_size", 16)}
+history = model.fit(**data, epochs=2, verbose=0)
+print("final loss", repr(history.history["loss"][-1]), flush=True)
+print("next numpy draw", repr(np.random.rand()), flush=True)
+raise ValueError("the script's own error, after its fit")
+"""
+
 NO_FIT = """
 import keras
 print("no training here", flush=True)
@@ -98,6 +195,78 @@ def test_inference_tunes_the_first_predict(tmp_path):
 
 def _last_line(stderr: str) -> str:
     return stderr.strip().splitlines()[-1]
+
+
+def _written(path):
+    return json.loads(path.read_text())
+
+
+def _tuned_at_first_fit(source, folder):
+    """``tfthroughput tune`` on ``source`` as ``train.py``, checked to have tuned its first fit
+    and stopped there; what it printed and the JSON it wrote."""
+    write_script(folder, "train.py", source)
+    out = folder / "tune.json"
+    result = _tune([*QUICK, "--json", str(out), "train.py"], folder)
+    assert result.returncode == 0, result.stderr
+    assert "trained" not in result.stdout and "Traceback" not in result.stderr
+    written = _written(out)
+    assert written["trials"][0]["status"] == "baseline"
+    return result, written
+
+
+def test_an_own_train_step_on_an_unlabeled_py_dataset_is_rebuilt_and_tuned(tmp_path):
+    result, written = _tuned_at_first_fit(OWN_STEP_ON_A_PY_DATASET, tmp_path)
+
+    printed = result.stdout.splitlines()
+    assert printed[0].startswith("setting ")
+    assert printed[1].startswith("as given: steps_per_execution=1")
+    # The rebuilt copy trained on the unlabeled batches through its own train_step (a plain
+    # Functional copy, compiled without a loss, could not), reading the PyDataset as given.
+    assert written["trials"][0]["warmup_seconds"] > 0
+    assert any(note.startswith("input side: a PyDataset") for note in written["notes"])
+
+
+def test_a_model_built_under_mirrored_strategy_with_loss_scaling_is_tuned_under_it(tmp_path):
+    result, written = _tuned_at_first_fit(MIRRORED_LOSS_SCALED, tmp_path)
+
+    # Every rebuilt copy trained under the script's strategy, on both replicas.
+    distribution = written["distribution"]
+    assert (distribution["strategy"], distribution["replicas"]) == ("MirroredStrategy", 2)
+    assert distribution["baseline_batch_size"] == 16
+    assert any(line.startswith("strategy: MirroredStrategy") for line in result.stdout.split("\n"))
+
+
+def test_apply_leaves_the_scripts_training_as_the_chosen_setup_alone_gives_it(tmp_path):
+    write_script(tmp_path, "train.py", SEEDED_THEN_RAISES)
+    out = tmp_path / "tune.json"
+    args = ["--apply", *QUICK, "--json", str(out), "--log-dir", "runs", "train.py"]
+    applied = _tune(args, tmp_path)
+
+    # The script's own error ends it as Python would: its traceback and exit status 1, with
+    # the summary of what was monitored still printed.
+    assert applied.returncode == 1
+    assert "ValueError: the script's own error, after its fit" in applied.stderr
+    assert "tfthroughput: 1 monitored call" in applied.stderr
+    # The same script run alone (`python train.py`) with the setup tune chose, as --apply put
+    # it on the script's model and call: the same loss to the last digit and the same next
+    # NumPy draw, so the search trained nothing the script sees and left its random state.
+    written = _written(out)
+    setup = {k: written["chosen"][k] for k in ("steps_per_execution", "jit_compile", "batch_size")}
+    if written["pipeline_kwargs"] is not None:
+        setup["pipeline_kwargs"] = {**written["pipeline_kwargs"], "repeat": False}
+    alone = _python(tmp_path / "train.py", tmp_path, SETUP=json.dumps(setup))
+    assert alone.returncode == 1 and "ValueError: the script's own error" in alone.stderr
+    ran = [line for line in applied.stdout.splitlines() if line.startswith(("final", "next"))]
+    assert len(ran) == 2 and ran == alone.stdout.splitlines()
+
+
+def _python(script, cwd, **env):
+    """``python SCRIPT`` with ``env`` added, as a user runs it."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP_")}
+    command = [sys.executable, str(script)]
+    return subprocess.run(
+        command, cwd=cwd, env={**environment, **env}, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_model_that_cannot_be_rebuilt_is_one_line_and_exit_2(tmp_path):

@@ -257,7 +257,7 @@ def test_a_prefetched_input_faster_than_the_step_is_near_zero(tmp_path, capsys):
     assert "GPUMonitor" not in capsys.readouterr().out  # verbose=0: no line
 
 
-def test_a_generator_and_a_py_dataset(tmp_path):
+def test_a_generator_and_a_py_dataset_with_and_without_workers(tmp_path):
     x, y = _rows()
 
     def batches():
@@ -274,7 +274,13 @@ def test_a_generator_and_a_py_dataset(tmp_path):
             time.sleep(SLEEP)
             return x[index * 4 : index * 4 + 4], y[index * 4 : index * 4 + 4]
 
-    for name, data in (("generator", batches()), ("py_dataset", Slow())):
+    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time.
+    inputs = (
+        ("generator", batches()),
+        ("py_dataset", Slow()),
+        ("py_dataset_workers", Slow(workers=3)),
+    )
+    for name, data in inputs:
         monitor = GPUMonitor(log_dir=tmp_path, run_name=name, interval=0.05, sources=list)
         _model().fit(data, epochs=1, steps_per_epoch=BATCHES, verbose=0, callbacks=[monitor])
         scalars = read_scalars(tmp_path / name)

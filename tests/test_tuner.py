@@ -622,3 +622,39 @@ def test_confirm_rounds_is_checked():
         tune(tiny_mlp, arrays(), confirm_rounds=3)
     with pytest.raises(TypeError, match=r"confirm_rounds='5'"):
         tune(tiny_mlp, arrays(), confirm_rounds="5")
+
+
+@pytest.mark.tensorflow
+def test_the_callers_random_state_is_as_it_was_after_a_search(float32_policy):
+    import random
+
+    import tensorflow as tf
+
+    def draws():
+        # Each source a later unseeded draw of the caller's takes from: the eager op seeds
+        # follow TensorFlow's global seed in sequence (a shuffle in fit takes one of them).
+        return (
+            random.random(),
+            float(np.random.rand()),
+            float(keras.random.uniform(())),
+            float(tf.random.uniform(())),
+            int(tf.random.shuffle(tf.range(100))[0]),
+        )
+
+    keras.utils.set_random_seed(7)
+    expected = draws()
+    keras.utils.set_random_seed(7)
+    clock = CostClock()
+    tune(
+        charged_mlp(clock, launch=0.0, per_step=0.001),
+        arrays(64),
+        batch_size=16,
+        steps=4,
+        rounds=2,
+        precision=False,
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=1,
+        clock=clock,
+    )
+    assert draws() == expected

@@ -52,10 +52,14 @@ def run(args: argparse.Namespace) -> int:
     print(result)
     print()
     print(_lines_to_change(result, captured.site, kind))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as file:
-            file.write(result.to_json())
+    _write_json(result, args.json)
     return 0
+
+
+def _write_json(result, path: str | None) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(result.to_json())
 
 
 def _target(args: argparse.Namespace):
@@ -118,6 +122,7 @@ def _run_applying(target, script_args: list[str], kind: str, args: argparse.Name
             keras_patch.set_call_hook(None)
             return
         print(result, flush=True)
+        _write_json(result, args.json)
         for line in apply_at_call(result, call):
             print(f"{PROG} --apply: {line}", flush=True)
         keras_patch.set_call_hook(later_calls_hook(kind, call.model, result))

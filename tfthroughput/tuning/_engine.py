@@ -29,7 +29,7 @@ from typing import Any
 import keras
 
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
-from tfthroughput.tuning._environment import clear_session, gpu_sampler
+from tfthroughput.tuning._environment import clear_session, gpu_sampler, random_state_kept
 from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
 from tfthroughput.tuning._status import FAILED, FASTER
 from tfthroughput.tuning._trial_model import TrialFailed
@@ -325,15 +325,17 @@ def run_search(
     clock: Callable[[], float],
 ) -> Any:
     """The workload's result of one search, run in a clean Keras session (the policy in force
-    restored after), its garbage collections scanning only what it made, with GPU-Util
-    sampled where there is a GPU."""
+    and the caller's random state restored after), its garbage collections scanning only what
+    it made, with GPU-Util sampled where there is a GPU."""
     policy_in_force = keras.config.dtype_policy()
-    clear_session(policy_in_force)
-    sampler = gpu_sampler()
-    try:
-        with collections_of_new_objects_only():
-            return Search(workload, build_model, data, settings, clock, GPUWindows(sampler)).run()
-    finally:
-        if sampler is not None:
-            sampler.stop()
+    with random_state_kept():
         clear_session(policy_in_force)
+        sampler = gpu_sampler()
+        try:
+            with collections_of_new_objects_only():
+                search = Search(workload, build_model, data, settings, clock, GPUWindows(sampler))
+                return search.run()
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            clear_session(policy_in_force)

@@ -1,12 +1,18 @@
 """What every tune search shares around its trials: the dtype policy to try, a clean Keras
-session between searches, and the GPU sampler (training and inference alike)."""
+session between searches, the caller's random state kept, and the GPU sampler (training and
+inference alike)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import random
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import keras
+import numpy as np
 
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._devices import recommendation_here
@@ -20,6 +26,65 @@ def clear_session(policy: Any) -> None:
     else:
         gc.collect()  # inside a strategy's scope: the models' memory without Keras's state
     keras.config.set_dtype_policy(policy)
+
+
+@contextlib.contextmanager
+def random_state_kept() -> Iterator[None]:
+    """The caller's random state as it was, whatever ran inside (a search seeds every trial
+    and clears Keras's session): Python's and NumPy's, Keras's global seed and seed
+    generator, TensorFlow's global seed with the sequence of operation seeds it hands out
+    (what a later unseeded shuffle in ``fit`` draws from) and PyTorch's. A program that
+    trains after a search draws what it would have drawn without one."""
+    from keras.src.backend.common import global_state
+    from keras.src.random.seed_generator import GLOBAL_SEED_GENERATOR
+    from keras.src.utils.rng_utils import GLOBAL_RANDOM_SEED
+
+    keras_state = {
+        name: global_state.get_global_attribute(name)
+        for name in (GLOBAL_RANDOM_SEED, GLOBAL_SEED_GENERATOR)
+    }
+    python, numpy = random.getstate(), np.random.get_state()
+    tensorflow, torch = _tensorflow_seeds(), _torch_state()
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy)
+        for name, value in keras_state.items():
+            global_state.set_global_attribute(name, value)
+        _restore_tensorflow_seeds(tensorflow)
+        if torch is not None:
+            sys.modules["torch"].random.set_rng_state(torch)
+
+
+def _tensorflow_seeds() -> tuple[Any, Any] | None:
+    """TensorFlow's global seed and the state of the generator of its operation seeds (the
+    eager context's own: TensorFlow has no public way to read it), or None without TensorFlow."""
+    if "tensorflow" not in sys.modules:
+        return None
+    from tensorflow.python.eager import context
+
+    operation_seeds = getattr(context.context(), "_rng", None)
+    state = operation_seeds.getstate() if isinstance(operation_seeds, random.Random) else None
+    return context.global_seed(), state
+
+
+def _restore_tensorflow_seeds(seeds: tuple[Any, Any] | None) -> None:
+    if seeds is None:
+        return
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    global_seed, state = seeds
+    tf.random.set_seed(global_seed)
+    operation_seeds = getattr(context.context(), "_rng", None)
+    if state is not None and isinstance(operation_seeds, random.Random):
+        operation_seeds.setstate(state)
+
+
+def _torch_state() -> Any:
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.random.get_rng_state()
 
 
 def policy_to_try(precision: object, notes: list[str]) -> str | None:

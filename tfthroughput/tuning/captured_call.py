@@ -5,8 +5,6 @@ the call's data, and the script's random state left as it was."""
 from __future__ import annotations
 
 import collections.abc
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from tfthroughput.monitor.call_capture import CapturedCall
@@ -17,8 +15,9 @@ class CannotTune(Exception):
 
 
 def tune_captured(call: CapturedCall, **tune_options: Any):
-    """``tune`` on a rebuilt copy of ``call``'s model with the call's data; the script's own
-    model, weights and Python and NumPy random state are as they were.
+    """``tune`` on a rebuilt copy of ``call``'s model with the call's data, under the
+    ``tf.distribute`` strategy the model was built in; the script's own model, weights and
+    random state are as they were.
 
     Args:
         call: The call taken.
@@ -29,15 +28,21 @@ def tune_captured(call: CapturedCall, **tune_options: Any):
             refuses the call (its message in one line).
     """
     from tfthroughput.tuning import tune
+    from tfthroughput.tuning._environment import random_state_kept
     from tfthroughput.tuning.model_rebuild import CannotRebuild, builder
 
     inference = tune_options.get("mode") == "inference"
     data, extra = tune_data(call.arguments, inference)
-    try:
-        build_model = builder(call.model, call.compile_arguments, call.weights)
-    except CannotRebuild as error:
-        raise CannotTune(str(error)) from None
-    with random_state_kept():
+    strategy = getattr(call.model, "_distribute_strategy", None)
+    if strategy is not None and "strategy" not in tune_options:
+        # Built in a strategy's scope, the model trains under it wherever fit is called;
+        # the rebuilt copies are built in that scope too, or they would train on one device.
+        extra["strategy"] = strategy
+    with random_state_kept():  # the check build below draws too
+        try:
+            build_model = builder(call.model, call.compile_arguments, call.weights)
+        except CannotRebuild as error:
+            raise CannotTune(str(error)) from None
         try:
             return tune(build_model, data, **extra, **tune_options)
         except (TypeError, ValueError, RuntimeError) as error:
@@ -69,19 +74,3 @@ def tune_data(arguments: dict[str, Any], inference: bool) -> tuple[Any, dict[str
     if arguments.get("steps_per_epoch") is not None:
         extra["steps_per_epoch"] = arguments["steps_per_epoch"]
     return (x if y is None else (x, y)), extra
-
-
-@contextlib.contextmanager
-def random_state_kept() -> Iterator[None]:
-    """Python's and NumPy's global random state as they were before, whatever ran inside:
-    the script's own random numbers go on as they would have without the search."""
-    import random
-
-    import numpy as np
-
-    saved = random.getstate(), np.random.get_state()
-    try:
-        yield
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
