@@ -358,9 +358,34 @@ def test_the_lines_to_change_name_the_compile_arguments_the_batch_and_the_fit_li
     )
     result = TuneResult(given, chosen, trials, 10.0, 60.0)
 
-    assert _lines_to_change(result, "train.py:12", "fit").splitlines() == [
+    assert _lines_to_change(result, "train.py:12", "fit", {}).splitlines() == [
         "Lines to change in the script:",
         "  before the model is built: tfthroughput.mixed_precision('mixed_bfloat16')",
         "  model.compile(..., steps_per_execution=32, jit_compile=False)",
         "  the fit call at train.py:12: fit(..., batch_size=64)",
     ]
+
+
+@pytest.mark.parametrize("steps_per_epoch, repeat", [(None, False), (8, True)])
+def test_the_rebuilt_pipeline_line_repeats_only_where_the_call_ends_its_epochs(
+    steps_per_epoch, repeat
+):
+    # A call without steps_per_epoch ends each epoch at the data's end: given a repeating
+    # pipeline, its first epoch would never end. The line says what --apply does.
+    from tfthroughput.cli.tune_script import _lines_to_change
+    from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial
+
+    given = TuneSetup(1, False, "float32", batch_size=32)
+    chosen = given.with_(steps_per_execution=16, pipeline=True)
+    trials = (
+        TuneTrial(given, "as given", "baseline", 100.0, 1.0),
+        TuneTrial(chosen, "faster", "faster", 400.0, 4.0, 3.5, 4.3, 0.1),
+    )
+    built = {"batch_size": 32, "cache": True, "deterministic": True, "repeat": True}
+    result = TuneResult(given, chosen, trials, 10.0, 60.0, pipeline_kwargs=built)
+
+    arguments = {"x": None, "steps_per_epoch": steps_per_epoch}
+    assert _lines_to_change(result, "train.py:11", "fit", arguments).splitlines()[-1] == (
+        "  data = tfthroughput.build_pipeline(data, batch_size=32, cache=True, "
+        f"deterministic=True, repeat={repeat}), passed to the fit call at train.py:11"
+    )

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(result)
     print()
-    print(_lines_to_change(result, captured.site, kind))
+    print(_lines_to_change(result, captured.site, kind, captured.arguments))
     _write_json(result, args.json)
     return 0
 
@@ -180,8 +180,9 @@ def _tune(captured, args: argparse.Namespace):
     )
 
 
-def _lines_to_change(result, site: str | None, kind: str) -> str:
-    """The edits that give the script the chosen setup, in its own terms."""
+def _lines_to_change(result, site: str | None, kind: str, arguments: dict) -> str:
+    """The edits that give the script the chosen setup, in its own terms (the call's
+    ``arguments`` decide whether the rebuilt pipeline repeats)."""
     if not result.improved:
         return "Lines to change: none (the script's setup is the fastest found)."
     lines = ["Lines to change in the script:"]
@@ -194,7 +195,10 @@ def _lines_to_change(result, site: str | None, kind: str) -> str:
     call = f"the {kind} call" + (f" at {site}" if site else "")
     pipeline = getattr(result, "pipeline_kwargs", None)
     if pipeline is not None:
-        built = ", ".join(f"{k}={v!r}" for k, v in pipeline.items())
+        from tfthroughput.tuning.call_apply import call_pipeline_kwargs
+
+        kwargs = call_pipeline_kwargs(pipeline, arguments)
+        built = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         lines.append(f"  data = tfthroughput.build_pipeline(data, {built}), passed to {call}")
     elif chosen.batch_size != baseline.batch_size:
         lines.append(f"  {call}: {kind}(..., batch_size={chosen.batch_size})")

@@ -47,10 +47,7 @@ def data_changer(result: Any):
 
             x, y = arguments.get("x"), arguments.get("y")
             data = x if y is None else (x, y)
-            kwargs = dict(pipeline)
-            if arguments.get("steps_per_epoch") is None:
-                # The call's epochs end at the data's end: a repeating pipeline would not end.
-                kwargs["repeat"] = False
+            kwargs = call_pipeline_kwargs(pipeline, arguments)
             arguments["x"] = build_pipeline(data, **kwargs)
             arguments["y"] = None
             arguments["batch_size"] = None
@@ -65,6 +62,16 @@ def data_changer(result: Any):
 
         return new_batch
     return None
+
+
+def call_pipeline_kwargs(pipeline: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """``build_pipeline``'s arguments for a call: the search's, without ``repeat`` where the
+    call's epochs end at the data's end (no ``steps_per_epoch``), where a repeating pipeline
+    would never end an epoch."""
+    kwargs = dict(pipeline)
+    if arguments.get("steps_per_epoch") is None:
+        kwargs["repeat"] = False
+    return kwargs
 
 
 def later_calls_hook(kind: str, model: Any, result: Any):
