@@ -113,24 +113,39 @@ class _PredictBatches(keras.callbacks.Callback):
 
 
 @pytest.mark.tensorflow
-@pytest.mark.parametrize("steps_per_epoch", [None, 4])
-def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(steps_per_epoch):
-    # The search's rebuilt pipeline repeats (its timed runs read on and on); the call's own
-    # epochs end at the data's end unless it gives steps_per_epoch, so there it must not.
+@pytest.mark.parametrize(
+    "given, steps_per_epoch, repeat, added",
+    [
+        ("arrays", None, True, "; fit(..., steps_per_epoch=4)"),
+        ("arrays", 4, True, ""),
+        ("dataset", None, False, ""),
+    ],
+)
+def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(
+    given, steps_per_epoch, repeat, added
+):
+    # The search's rebuilt pipeline repeats (its timed runs read on and on). A call without
+    # steps_per_epoch ends its epochs at the data's end: arrays keep the repeating pipeline
+    # and get their batches per pass as steps_per_epoch (as the search timed it); a dataset,
+    # whose length is not known here, gets a pipeline that ends.
+    import tensorflow as tf
+
     model = _model()
     pipeline = {"batch_size": 4, "cache": True, "deterministic": True, "repeat": True}
     tuned = dataclasses.replace(
         _result(steps_per_execution=2, pipeline=True), pipeline_kwargs=pipeline
     )
     x, y = np.ones((16, 2), "float32"), np.ones((16, 1), "float32")
-    arguments = {"x": x, "y": y, "batch_size": 4, "steps_per_epoch": steps_per_epoch}
+    if given == "arrays":
+        arguments = {"x": x, "y": y, "batch_size": 4, "steps_per_epoch": steps_per_epoch}
+    else:
+        arguments = {"x": tf.data.Dataset.from_tensor_slices((x, y)), "steps_per_epoch": None}
     call = CapturedCall("fit", model, arguments)
     done = apply_at_call(tuned, call)
 
-    repeats = steps_per_epoch is not None
     assert done[-1] == (
         "data = tfthroughput.build_pipeline(data, batch_size=4, cache=True, "
-        f"deterministic=True, repeat={repeats})"
+        f"deterministic=True, repeat={repeat}){added}"
     )
     batches = _Batches()
     model.fit(**call.arguments, epochs=2, verbose=0, callbacks=[batches])

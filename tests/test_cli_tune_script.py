@@ -144,7 +144,8 @@ model.compile(
 if "pipeline_kwargs" in setup:
     import tfthroughput
 
-    data = {"x": tfthroughput.build_pipeline((x, y), **setup["pipeline_kwargs"])}
+    data = {"x": tfthroughput.build_pipeline((x, y), **setup["pipeline_kwargs"]),
+            "steps_per_epoch": setup["steps_per_epoch"]}
 else:
     data = {"x": x, "y": y, "batch_size": setup.get("batch_size", 16)}
 history = model.fit(**data, epochs=2, verbose=0)
@@ -252,8 +253,13 @@ def test_apply_leaves_the_scripts_training_as_the_chosen_setup_alone_gives_it(tm
     # NumPy draw, so the search trained nothing the script sees and left its random state.
     written = _written(out)
     setup = {k: written["chosen"][k] for k in ("steps_per_execution", "jit_compile", "batch_size")}
-    if written["pipeline_kwargs"] is not None:
-        setup["pipeline_kwargs"] = {**written["pipeline_kwargs"], "repeat": False}
+    if written["pipeline_kwargs"] is not None:  # built for the call as --apply builds it
+        from tfthroughput.tuning.call_apply import call_pipeline
+
+        call = {"x": np.zeros((256, 8)), "batch_size": 16}
+        setup["pipeline_kwargs"], setup["steps_per_epoch"] = call_pipeline(
+            written["pipeline_kwargs"], call
+        )
     alone = _python(tmp_path / "train.py", tmp_path, SETUP=json.dumps(setup))
     assert alone.returncode == 1 and "ValueError: the script's own error" in alone.stderr
     ran = [line for line in applied.stdout.splitlines() if line.startswith(("final", "next"))]
@@ -366,12 +372,17 @@ def test_the_lines_to_change_name_the_compile_arguments_the_batch_and_the_fit_li
     ]
 
 
-@pytest.mark.parametrize("steps_per_epoch, repeat", [(None, False), (8, True)])
-def test_the_rebuilt_pipeline_line_repeats_only_where_the_call_ends_its_epochs(
-    steps_per_epoch, repeat
-):
+@pytest.mark.parametrize(
+    "x, steps_per_epoch, repeat, added",
+    [
+        (np.zeros((512, 16)), None, True, " with steps_per_epoch=16"),
+        (np.zeros((512, 16)), 8, True, ""),
+        (None, None, False, ""),  # data whose length is not known: a pipeline that ends
+    ],
+)
+def test_the_rebuilt_pipeline_line_gives_every_epoch_an_end(x, steps_per_epoch, repeat, added):
     # A call without steps_per_epoch ends each epoch at the data's end: given a repeating
-    # pipeline, its first epoch would never end. The line says what --apply does.
+    # pipeline alone, its first epoch would never end. The line says what --apply does.
     from tfthroughput.cli.tune_script import _lines_to_change
     from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial
 
@@ -384,8 +395,8 @@ def test_the_rebuilt_pipeline_line_repeats_only_where_the_call_ends_its_epochs(
     built = {"batch_size": 32, "cache": True, "deterministic": True, "repeat": True}
     result = TuneResult(given, chosen, trials, 10.0, 60.0, pipeline_kwargs=built)
 
-    arguments = {"x": None, "steps_per_epoch": steps_per_epoch}
+    arguments = {"x": x, "steps_per_epoch": steps_per_epoch}
     assert _lines_to_change(result, "train.py:11", "fit", arguments).splitlines()[-1] == (
         "  data = tfthroughput.build_pipeline(data, batch_size=32, cache=True, "
-        f"deterministic=True, repeat={repeat}), passed to the fit call at train.py:11"
+        f"deterministic=True, repeat={repeat}), passed to the fit call at train.py:11{added}"
     )

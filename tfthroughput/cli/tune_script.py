@@ -195,11 +195,14 @@ def _lines_to_change(result, site: str | None, kind: str, arguments: dict) -> st
     call = f"the {kind} call" + (f" at {site}" if site else "")
     pipeline = getattr(result, "pipeline_kwargs", None)
     if pipeline is not None:
-        from tfthroughput.tuning.call_apply import call_pipeline_kwargs
+        from tfthroughput.tuning.call_apply import call_pipeline
 
-        kwargs = call_pipeline_kwargs(pipeline, arguments)
+        kwargs, steps_per_epoch = call_pipeline(pipeline, arguments)
         built = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        lines.append(f"  data = tfthroughput.build_pipeline(data, {built}), passed to {call}")
+        line = f"  data = tfthroughput.build_pipeline(data, {built}), passed to {call}"
+        if steps_per_epoch is not None:
+            line += f" with steps_per_epoch={steps_per_epoch}"
+        lines.append(line)
     elif chosen.batch_size != baseline.batch_size:
         lines.append(f"  {call}: {kind}(..., batch_size={chosen.batch_size})")
     return "\n".join(lines)

@@ -47,11 +47,15 @@ def data_changer(result: Any):
 
             x, y = arguments.get("x"), arguments.get("y")
             data = x if y is None else (x, y)
-            kwargs = call_pipeline_kwargs(pipeline, arguments)
+            kwargs, steps_per_epoch = call_pipeline(pipeline, arguments)
             arguments["x"] = build_pipeline(data, **kwargs)
             arguments["y"] = None
             arguments["batch_size"] = None
-            return f"data = tfthroughput.build_pipeline(data, {_kwargs(kwargs)})"
+            done = f"data = tfthroughput.build_pipeline(data, {_kwargs(kwargs)})"
+            if steps_per_epoch is None:
+                return done
+            arguments["steps_per_epoch"] = steps_per_epoch
+            return f"{done}; fit(..., steps_per_epoch={steps_per_epoch})"
 
         return rebuild_pipeline
     if chosen.batch_size != baseline.batch_size:
@@ -64,14 +68,35 @@ def data_changer(result: Any):
     return None
 
 
-def call_pipeline_kwargs(pipeline: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """``build_pipeline``'s arguments for a call: the search's, without ``repeat`` where the
-    call's epochs end at the data's end (no ``steps_per_epoch``), where a repeating pipeline
-    would never end an epoch."""
-    kwargs = dict(pipeline)
-    if arguments.get("steps_per_epoch") is None:
-        kwargs["repeat"] = False
-    return kwargs
+def call_pipeline(
+    pipeline: dict[str, Any], arguments: dict[str, Any]
+) -> tuple[dict[str, Any], int | None]:
+    """``build_pipeline``'s arguments for a call, and the ``steps_per_epoch`` to give it
+    (None where it keeps its own, or has none and gets a pipeline that ends).
+
+    The search timed a repeating pipeline, read on from one epoch to the next; a call without
+    ``steps_per_epoch`` ends each epoch at the data's end instead. For arrays, whose length is
+    known, the pipeline keeps repeating and the call gets their batches per pass as
+    ``steps_per_epoch``: the same examples an epoch, as the search timed them, where a pipeline
+    restarted at every epoch pays its start-up each time (``docs/tuning.md``). Other data is
+    given a pipeline that ends at the data's end (no ``repeat``)."""
+    if arguments.get("steps_per_epoch") is not None:
+        return dict(pipeline), None
+    examples = _array_length(arguments.get("x"))
+    if examples is None:
+        return {**pipeline, "repeat": False}, None
+    batch_size = pipeline.get("batch_size") or arguments.get("batch_size") or 32
+    return {**pipeline, "repeat": True}, -(-examples // batch_size)
+
+
+def _array_length(x: Any) -> int | None:
+    """Examples in ``x`` when it is arrays (one, a list or a dict of them), else None."""
+    import keras
+
+    leaves = keras.tree.flatten(x) if x is not None else []
+    if not leaves or not all(getattr(leaf, "shape", None) for leaf in leaves):
+        return None
+    return int(leaves[0].shape[0])
 
 
 def later_calls_hook(kind: str, model: Any, result: Any):
@@ -85,7 +110,7 @@ def later_calls_hook(kind: str, model: Any, result: Any):
         if name == kind and called is model:
             arguments = dict(bound.arguments)
             change(arguments)
-            for key in ("x", "y", "batch_size"):  # predict takes no y
+            for key in ("x", "y", "batch_size", "steps_per_epoch"):  # predict takes no y
                 if key in bound.signature.parameters:
                     bound.arguments[key] = arguments.get(key)
 
