@@ -274,7 +274,9 @@ def test_a_generator_and_a_py_dataset_with_and_without_workers(tmp_path):
             time.sleep(SLEEP)
             return x[index * 4 : index * 4 + 4], y[index * 4 : index * 4 + 4]
 
-    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time.
+    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time,
+    # and starts before the epoch's clock does: even the first batch may be ready, so only
+    # the bound above holds (never the step's own time).
     inputs = (
         ("generator", batches()),
         ("py_dataset", Slow()),
@@ -286,7 +288,10 @@ def test_a_generator_and_a_py_dataset_with_and_without_workers(tmp_path):
         scalars = read_scalars(tmp_path / name)
         [(_, share)] = scalars["input/wait_percent"]
         [(_, seconds)] = scalars["epoch/seconds"]
-        _assert_input_bound_ahead(share, seconds, BATCHES)  # Keras prefetches both
+        if name == "py_dataset_workers":
+            assert 0 <= share <= 100 * (seconds - BATCHES * STEP) / seconds + SLACK
+        else:
+            _assert_input_bound_ahead(share, seconds, BATCHES)  # Keras prefetches both
 
 
 def test_validation_evaluate_and_predict_have_their_own_share(tmp_path):
