@@ -274,9 +274,10 @@ def test_a_generator_and_a_py_dataset_with_and_without_workers(tmp_path):
             time.sleep(SLEEP)
             return x[index * 4 : index * 4 + 4], y[index * 4 : index * 4 + 4]
 
-    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time,
-    # and starts before the epoch's clock does: even the first batch may be ready, so only
-    # the bound above holds (never the step's own time).
+    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time.
+    # The share has come out below the first-batch bound the others meet (the first batch
+    # partly ready when the epoch's clock started, why not yet traced), so only the bound
+    # above is held to (never the step's own time).
     inputs = (
         ("generator", batches()),
         ("py_dataset", Slow()),
