@@ -120,9 +120,21 @@ class FakeCpuCounters:
     def __init__(self, own_cores: float, other_cores: float = 0.0) -> None:
         self.own_cores = own_cores
         self.other_cores = other_cores
+        self._instant: float | None = None
+
+    def clock(self) -> float:
+        """The meter's wall clock. The meter reads it, then ``own``, then ``machine``: those
+        two answer for this same instant, so a thread switch between the three reads (a
+        loaded machine) cannot skew the shares."""
+        self._instant = time.perf_counter()
+        return self._instant
 
     def own(self) -> float:
-        return time.perf_counter() * self.own_cores
+        return self._now() * self.own_cores
 
     def machine(self) -> float:
-        return time.perf_counter() * (self.own_cores + self.other_cores)
+        now, self._instant = self._now(), None  # the reading's last read
+        return now * (self.own_cores + self.other_cores)
+
+    def _now(self) -> float:
+        return time.perf_counter() if self._instant is None else self._instant
