@@ -3,7 +3,6 @@ the files' order."""
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import sys
@@ -120,15 +119,13 @@ def cpu_counters(monkeypatch):
     another program). A test sets ``own_cores`` and ``other_cores`` for the load it needs."""
     from fakes import FakeCpuCounters
 
-    from tfthroughput.diagnosis import _measurement
     from tfthroughput.hardware import cpu_share
 
     counters = FakeCpuCounters(own_cores=float(cpu_share.schedulable_cores()))
+    # The meter's clock too, so each reading's three values share one instant.
+    monkeypatch.setattr(cpu_share, "wall_seconds", counters.clock)
     monkeypatch.setattr(cpu_share, "own_cpu_seconds", counters.own)
     monkeypatch.setattr(cpu_share, "machine_busy_seconds", counters.machine)
-    # diagnose's meter reads the fake's clock, so each reading's three values share an instant.
-    meter = functools.partial(cpu_share.CpuShareMeter, clock=counters.clock)
-    monkeypatch.setattr(_measurement, "CpuShareMeter", meter)
     return counters
 
 

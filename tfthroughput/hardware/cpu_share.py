@@ -40,6 +40,11 @@ def machine_busy_seconds() -> float:
     )
 
 
+def wall_seconds() -> float:
+    """The wall clock a :class:`CpuShareMeter` reads by default (``time.perf_counter``)."""
+    return time.perf_counter()
+
+
 def own_cpu_seconds() -> float:
     """CPU seconds of this process and of its child processes still running (a ``PyDataset``'s
     worker processes are the user's own work, not another program)."""
@@ -96,7 +101,8 @@ class CpuShareMeter:
             :func:`machine_busy_seconds`, looked up when read (the suite puts a fake counter
             there, as it puts a fake NVML library where the GPU would be).
         read_own: CPU seconds of this process. Defaults to :func:`own_cpu_seconds`, likewise.
-        clock: Wall clock in seconds.
+        clock: Wall clock in seconds. Defaults to :func:`wall_seconds`, looked up when read
+            (the suite's fake counters answer for the instant it was read).
         cores: Cores this process may run on (:func:`schedulable_cores`).
         machine_cores: Cores of the machine (``psutil.cpu_count()``).
     """
@@ -106,13 +112,13 @@ class CpuShareMeter:
         *,
         read_machine: Callable[[], float] | None = None,
         read_own: Callable[[], float] | None = None,
-        clock: Callable[[], float] = time.perf_counter,
+        clock: Callable[[], float] | None = None,
         cores: int | None = None,
         machine_cores: int | None = None,
     ) -> None:
         self._read_machine = read_machine or (lambda: machine_busy_seconds())
         self._read_own = read_own or (lambda: own_cpu_seconds())
-        self._clock = clock
+        self._clock = clock or (lambda: wall_seconds())
         self.cores = cores if cores is not None else schedulable_cores()
         self._machine_cores = (
             machine_cores if machine_cores is not None else (psutil.cpu_count() or self.cores)
