@@ -154,6 +154,30 @@ print("next numpy draw", repr(np.random.rand()), flush=True)
 raise ValueError("the script's own error, after its fit")
 """
 
+# A subclassed model whose get_config returns its constructor's arguments: rebuilt from it.
+SUBCLASS_WITH_CONFIG = """
+import keras, numpy as np
+
+class Scaled(keras.Model):
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.hidden = keras.layers.Dense(units, activation="relu")
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+model = Scaled(8)
+model.compile(keras.optimizers.SGD(0.01), "mse")
+x = np.random.rand(64, 4).astype("float32")
+model.fit(x, x.sum(axis=1, keepdims=True), batch_size=16, verbose=0)
+print("trained", flush=True)
+"""
+
 NO_FIT = """
 import keras
 print("no training here", flush=True)
@@ -225,6 +249,15 @@ def test_an_own_train_step_on_an_unlabeled_py_dataset_is_rebuilt_and_tuned(tmp_p
     # Functional copy, compiled without a loss, could not), reading the PyDataset as given.
     assert written["trials"][0]["warmup_seconds"] > 0
     assert any(note.startswith("input side: a PyDataset") for note in written["notes"])
+
+
+def test_a_subclassed_model_with_a_config_is_rebuilt_from_it_and_tuned(tmp_path):
+    result, written = _tuned_at_first_fit(SUBCLASS_WITH_CONFIG, tmp_path)
+
+    # Its copies trained (the check build and the baseline's warm-up); without get_config
+    # the same script is one line and exit status 2 (below).
+    assert written["trials"][0]["warmup_seconds"] > 0
+    assert "cannot rebuild" not in result.stderr
 
 
 def test_a_model_built_under_mirrored_strategy_with_loss_scaling_is_tuned_under_it(tmp_path):
