@@ -183,6 +183,8 @@ def _tune(captured, args: argparse.Namespace):
 def _lines_to_change(result, site: str | None, kind: str, arguments: dict) -> str:
     """The edits that give the script the chosen setup, in its own terms (the call's
     ``arguments`` decide whether the rebuilt pipeline repeats)."""
+    from tfthroughput.tuning.call_apply import call_pipeline, keyword_text
+
     if not result.improved:
         return "Lines to change: none (the script's setup is the fastest found)."
     lines = ["Lines to change in the script:"]
@@ -190,16 +192,13 @@ def _lines_to_change(result, site: str | None, kind: str, arguments: dict) -> st
     if chosen.policy != baseline.policy:
         policy = f"tfthroughput.mixed_precision({chosen.policy!r})"
         lines.append(f"  before the model is built: {policy}")
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in result.compile_kwargs.items())
-    lines.append(f"  model.compile(..., {kwargs})")
+    lines.append(f"  model.compile(..., {keyword_text(result.compile_kwargs)})")
     call = f"the {kind} call" + (f" at {site}" if site else "")
     pipeline = getattr(result, "pipeline_kwargs", None)
     if pipeline is not None:
-        from tfthroughput.tuning.call_apply import call_pipeline
-
         kwargs, steps_per_epoch = call_pipeline(pipeline, arguments)
-        built = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        line = f"  data = tfthroughput.build_pipeline(data, {built}), passed to {call}"
+        built = f"tfthroughput.build_pipeline(data, {keyword_text(kwargs)})"
+        line = f"  data = {built}, passed to {call}"
         if steps_per_epoch is not None:
             line += f" with steps_per_epoch={steps_per_epoch}"
         lines.append(line)

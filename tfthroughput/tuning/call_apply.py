@@ -23,7 +23,7 @@ def apply_at_call(result: Any, call: CapturedCall) -> list[str]:
         return ["the setup as given was the fastest found: the script runs on unchanged"]
     chosen, baseline = result.chosen, result.baseline
     chosen.apply(call.model)
-    done = [f"model.compile(..., {_kwargs(result.compile_kwargs)}) set on the script's model"]
+    done = [f"model.compile(..., {keyword_text(result.compile_kwargs)}) set on the script's model"]
     data_change = data_changer(result)
     if data_change is not None:
         done.append(data_change(call.arguments))
@@ -51,7 +51,7 @@ def data_changer(result: Any):
             arguments["x"] = build_pipeline(data, **kwargs)
             arguments["y"] = None
             arguments["batch_size"] = None
-            done = f"data = tfthroughput.build_pipeline(data, {_kwargs(kwargs)})"
+            done = f"data = tfthroughput.build_pipeline(data, {keyword_text(kwargs)})"
             if steps_per_epoch is None:
                 return done
             arguments["steps_per_epoch"] = steps_per_epoch
@@ -117,5 +117,6 @@ def later_calls_hook(kind: str, model: Any, result: Any):
     return hook
 
 
-def _kwargs(values: dict[str, Any]) -> str:
+def keyword_text(values: dict[str, Any]) -> str:
+    """Keyword arguments as a call writes them: ``a=1, b='x'``."""
     return ", ".join(f"{k}={v!r}" for k, v in values.items())
