@@ -1,37 +1,82 @@
-"""What the counting and timing stage (``input/wait_percent``) adds to each batch a step takes.
+"""What the counting and timing stage (``input/wait_percent``) adds to each batch a step takes,
+and what ``GPUMonitor`` with it costs a launch-bound ``fit``.
 
-Keras's TensorFlow backend takes each batch inside the compiled step (``iterator.get_next()``),
-one call per step with ``steps_per_execution=1``: the worst case for a per-batch cost, since a
-launch-bound step takes well under a millisecond. This times exactly that loop, a
-``tf.function`` that takes one batch of a fast in-memory pipeline (``from_tensor_slices``,
-``batch``, ``prefetch``), called once per batch from Python, over the bare pipeline (A) and over
-the same pipeline through ``GraphCount.counting`` (B: the counting and timing stage, as without
-a strategy; C: the counting stage alone, as under a strategy), alternated round by round. It
-prints the median of the per-round ratios B / A and C / A with their range, and the median
-added microseconds per batch of each; the load average is printed too (the development
-machines are shared).
+1. One batch at a time: Keras's TensorFlow backend takes each batch inside the compiled step
+   (``iterator.get_next()``), one call per step with ``steps_per_execution=1``. This times that
+   loop, a ``tf.function`` that takes one batch of a fast in-memory pipeline
+   (``from_tensor_slices``, ``batch``, ``prefetch``), called once per batch from Python, over
+   the bare pipeline and over the same pipeline through ``GraphCount.counting``: counting and
+   timing (as without a strategy), the counting stage alone (as under a strategy), and
+   counting and timing with the stage's functions handed to TensorFlow's inter-op thread pool
+   as a plain ``Dataset.map`` does (how the stage ran before it ran them inline).
+2. Whole fits, the worst case for a per-batch cost: a two-layer MLP on batches of 16 (1,024
+   steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor`` (its
+   stage inline) and ``GPUMonitor`` with the stage's functions on the thread pool; epochs 2 on
+   timed from one epoch's start to the next by a callback listed first, as a user's own timing
+   callback would see them; and ``GPUMonitor`` without the stage (no count, no wait share), to
+   tell the stage's cost from the rest of the monitor's.
 
-    python benchmarks/input_wait_cost.py [--rounds 8] [--batches 2000]
+Sides are rotated round by round; each comparison prints the median of its per-round ratios
+with the sign-test interval (``tfthroughput.tuning._paired``) and the median added
+microseconds per batch or per step; the load average is printed (the development machines
+are shared).
+
+    python benchmarks/input_wait_cost.py [--rounds 8] [--batches 2000] [--fit-rounds 6]
+        [--epochs 5] [--part {take,fit,both}]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tfthroughput import GPUMonitor  # noqa: E402
+from tfthroughput._ratio_text import paired_words, ratio_text  # noqa: E402
+from tfthroughput.monitor import graph_count  # noqa: E402
 from tfthroughput.monitor.graph_count import GraphCount  # noqa: E402
+from tfthroughput.tuning._paired import paired_ratio  # noqa: E402
+
+STEPS_PER_EPOCH = 1024
+BATCH = 16
+
+
+@contextlib.contextmanager
+def stage_on_thread_pool(on: bool):
+    """The stage's functions run by a plain ``Dataset.map`` (TensorFlow's inter-op pool)."""
+    inline = graph_count._inline_map
+    if on:
+        graph_count._inline_map = lambda dataset, function: dataset.map(function)
+    try:
+        yield
+    finally:
+        graph_count._inline_map = inline
+
+
+@contextlib.contextmanager
+def no_stage(on: bool):
+    """The monitor without the stage: no count, no wait share (the rest of its cost)."""
+    attach = GraphCount.attach
+    if on:
+        GraphCount.attach = classmethod(lambda cls, epoch_iterator, recent: None)
+    try:
+        yield
+    finally:
+        GraphCount.attach = attach
 
 
 def pipeline(batches: int) -> tf.data.Dataset:
-    x = np.random.default_rng(0).normal(size=(batches * 16, 8)).astype("float32")
-    return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16).prefetch(8)
+    x = np.random.default_rng(0).normal(size=(batches * BATCH, 8)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(BATCH).prefetch(8)
 
 
 def seconds_per_batch(dataset: tf.data.Dataset, batches: int) -> float:
@@ -44,35 +89,92 @@ def seconds_per_batch(dataset: tf.data.Dataset, batches: int) -> float:
     return (time.perf_counter() - start) / (batches - 1)
 
 
+def take_side(side: str, batches: int) -> float:
+    dataset = pipeline(batches)
+    with stage_on_thread_pool(side == "timed, thread pool"):
+        if side != "bare":
+            dataset = GraphCount(recent=256, timed=side != "counted").counting(dataset)
+    return seconds_per_batch(dataset, batches)
+
+
+class EpochStarts(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.starts = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.starts.append(time.perf_counter())
+
+    def on_train_end(self, logs=None):
+        self.starts.append(time.perf_counter())
+
+
+def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> float:
+    """Seconds per epoch of epochs 2 on."""
+    x = np.random.default_rng(1).normal(size=(STEPS_PER_EPOCH * BATCH, 32)).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(BATCH).prefetch(-1)
+    model = keras.Sequential(
+        [keras.Input((32,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile("sgd", "mse", steps_per_execution=steps_per_execution)
+    clock = EpochStarts()
+    callbacks = [clock]
+    if side != "bare":
+        callbacks.append(GPUMonitor(log_dir, interval=1.0))
+    with (
+        stage_on_thread_pool(side == "monitor, thread pool"),
+        no_stage(side == "monitor, no stage"),
+    ):
+        model.fit(data, epochs=epochs + 1, verbose=0, callbacks=callbacks)
+    return (clock.starts[-1] - clock.starts[1]) / epochs
+
+
+def compare(sides, measure, rounds: int, per: str, units: int) -> None:
+    seconds: dict[str, list[float]] = {side: [] for side in sides}
+    for round_number in range(rounds):
+        shift = round_number % len(sides)
+        for side in sides[shift:] + sides[:shift]:
+            seconds[side].append(measure(side))
+        print(
+            f"  round {round_number}: "
+            + ", ".join(f"{side} {1e6 * seconds[side][-1] / units:.1f} us/{per}" for side in sides)
+        )
+    for side in sides[1:]:
+        found = paired_ratio([a / b for a, b in zip(seconds[side], seconds["bare"], strict=True)])
+        added = statistics.median(
+            1e6 * (a - b) / units for a, b in zip(seconds[side], seconds["bare"], strict=True)
+        )
+        print(
+            f"  {side} / bare: "
+            + ratio_text(found.median, found.low, found.high, paired_words(rounds, found.coverage))
+            + f", median {added:+.1f} us per {per}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--batches", type=int, default=2000)
+    parser.add_argument("--fit-rounds", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--part", choices=("take", "fit", "both"), default="both")
     args = parser.parse_args()
-    sides = ["bare", "timed", "counted"]
-    ratios: dict[str, list[float]] = {"timed": [], "counted": []}
-    added: dict[str, list[float]] = {"timed": [], "counted": []}
-    for round_number in range(args.rounds):
-        seconds = {}
-        for side in sides[round_number % 3 :] + sides[: round_number % 3]:  # rotated
-            dataset = pipeline(args.batches)
-            if side != "bare":
-                dataset = GraphCount(recent=256, timed=side == "timed").counting(dataset)
-            seconds[side] = seconds_per_batch(dataset, args.batches)
-        for side in ratios:
-            ratios[side].append(seconds[side] / seconds["bare"])
-            added[side].append(1e6 * (seconds[side] - seconds["bare"]))
-        print(
-            f"round {round_number}: "
-            + ", ".join(f"{side} {1e6 * seconds[side]:.1f} us/batch" for side in sides)
-        )
+    if args.part in ("take", "both"):
+        print("one batch taken by a tf.function:")
+        sides = ["bare", "counted", "timed", "timed, thread pool"]
+        compare(sides, lambda side: take_side(side, args.batches), args.rounds, "batch", 1)
+    if args.part in ("fit", "both"):
+        sides = ["bare", "monitor", "monitor, thread pool", "monitor, no stage"]
+        with tempfile.TemporaryDirectory() as log_dir:
+            for steps_per_execution in (1, 128):
+                print(f"launch-bound fit, steps_per_execution={steps_per_execution}:")
+                compare(
+                    sides,
+                    lambda side, spe=steps_per_execution: fit_side(side, spe, args.epochs, log_dir),
+                    args.fit_rounds,
+                    "step",
+                    STEPS_PER_EPOCH,
+                )
     print(f"load average: {os.getloadavg()[0]:.2f}")
-    for side, name in (("counted", "counting stage alone"), ("timed", "counting and timing")):
-        print(
-            f"{name}: {statistics.median(ratios[side]):.3f}x per batch taken "
-            f"[{min(ratios[side]):.3f}-{max(ratios[side]):.3f}] over {args.rounds} rounds, "
-            f"median {statistics.median(added[side]):+.1f} us per batch"
-        )
 
 
 if __name__ == "__main__":

@@ -68,3 +68,17 @@ def test_an_iterator_counted_before_keeps_its_pipeline_and_counts_from_zero():
     assert count.snapshot()[:2] == (0, 0) and count.waited() == 0
     assert [len(batch[0]) for batch in counted] == [4, 4, 2]
     assert count.snapshot()[:2] == (3, 10)
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_the_stage_runs_its_functions_on_the_thread_that_asks_for_the_batch(timed):
+    # A plain map hands each call to the inter-op thread pool and waits for it: most of the
+    # stage's cost per batch, paid on the step's thread (benchmarks/input_wait_cost.py).
+    def maps(dataset):
+        found = [dataset] if type(dataset).__name__ == "_MapDataset" else []
+        return found + [stage for source in dataset._inputs() for stage in maps(source)]
+
+    counted = GraphCount(recent=8, timed=timed).counting(tf.data.Dataset.range(4).batch(2))
+    stages = maps(counted)
+    assert len(stages) == (2 if timed else 1)  # the clock and the count, or the count
+    assert [stage._use_inter_op_parallelism for stage in stages] == [False] * len(stages)

@@ -27,6 +27,11 @@ through, no thread), and where tf.data would have injected its prefetch after th
 pipeline, the stage adds that same ``prefetch(AUTOTUNE)`` there, before itself: the user's
 pipeline runs ahead exactly as it would without the monitor.
 
+The stage's functions (the clock, the count) run inline on the thread that asks for the
+element, not on TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs them: the
+hand-over to the pool and back was most of the stage's cost per batch, paid on the step's
+thread (``docs/benchmarks.md``, ``input_wait_cost.py``).
+
 The counter is one ``int64`` vector, ``[batches, examples, waited nanoseconds, size of batch i
 at 3 + i % n]``, replaced whole per batch, so that one read sees a consistent count
 (an ``example_count.Snapshot``'s fields, and the wait). Imported only where TensorFlow is.
@@ -110,16 +115,18 @@ class GraphCount:
 
         if not self.timed:  # nothing to keep on the step's thread
             single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
-            return dataset.map(lambda *element: count(None, element[0] if single else element))
+            return _inline_map(
+                dataset, lambda *element: count(None, element[0] if single else element)
+            )
         if _gets_prefetch_injected(dataset):
             # What tf.data would add after the user's last stage, added here, before the stage.
             dataset = dataset.prefetch(tf.data.AUTOTUNE)
         # The clock's dataset goes first: zip asks its inputs for their elements in order.
         clock = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat()
-        clock = clock.map(lambda _: _nanoseconds())
+        clock = _inline_map(clock, lambda _: _nanoseconds())
         # A last prefetch of nothing: it passes each element through on the step's thread, and
         # tf.data injects no prefetch after a prefetch, which would run the stage ahead.
-        return tf.data.Dataset.zip((clock, dataset)).map(count).prefetch(0)
+        return _inline_map(tf.data.Dataset.zip((clock, dataset)), count).prefetch(0)
 
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host)."""
@@ -149,6 +156,22 @@ _COUNTED = "_tfthroughput_count"
 def _nanoseconds() -> tf.Tensor:
     """The host's clock now, in nanoseconds (``tf.timestamp`` reads it when the op runs)."""
     return tf.cast(tf.timestamp() * 1e9, tf.int64)
+
+
+def _inline_map(dataset: tf.data.Dataset, function) -> tf.data.Dataset:
+    """``dataset.map(function)`` with ``function`` run on the thread that asks for the element.
+
+    A plain ``map`` hands each call to TensorFlow's inter-op thread pool and waits for it: for
+    the stage's few scalar operations that hand-over is most of the cost, paid on the step's
+    thread at every batch. ``use_inter_op_parallelism=False`` (what ``tf.data`` itself uses for
+    such functions, but not public in ``Dataset.map``) runs them inline; where this TensorFlow
+    lacks it, the plain ``map``."""
+    try:
+        from tensorflow.python.data.ops.map_op import _MapDataset
+
+        return _MapDataset(dataset, function, use_inter_op_parallelism=False)
+    except (ImportError, TypeError):
+        return dataset.map(function)
 
 
 def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
