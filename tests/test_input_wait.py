@@ -274,25 +274,23 @@ def test_a_generator_and_a_py_dataset_with_and_without_workers(tmp_path):
             time.sleep(SLEEP)
             return x[index * 4 : index * 4 + 4], y[index * 4 : index * 4 + 4]
 
-    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time.
-    # The share has come out below the first-batch bound the others meet (the first batch
-    # partly ready when the epoch's clock started, why not yet traced), so only the bound
-    # above is held to (never the step's own time).
+    # With workers, Keras's enqueuer makes batches on threads of its own, several at a time,
+    # from the epoch's start: in the first epoch the step's tracing (a few hundred ms, inside
+    # the epoch's clock) gives them time to have the first batch ready when the step first
+    # asks, so the first-batch bound holds from the second epoch on (the enqueuer stops at
+    # each epoch's end and starts again at the next one's).
     inputs = (
-        ("generator", batches()),
-        ("py_dataset", Slow()),
-        ("py_dataset_workers", Slow(workers=3)),
+        ("generator", batches(), 1),
+        ("py_dataset", Slow(), 1),
+        ("py_dataset_workers", Slow(workers=3), 2),
     )
-    for name, data in inputs:
+    for name, data, epochs in inputs:
         monitor = GPUMonitor(log_dir=tmp_path, run_name=name, interval=0.05, sources=list)
-        _model().fit(data, epochs=1, steps_per_epoch=BATCHES, verbose=0, callbacks=[monitor])
+        _model().fit(data, epochs=epochs, steps_per_epoch=BATCHES, verbose=0, callbacks=[monitor])
         scalars = read_scalars(tmp_path / name)
-        [(_, share)] = scalars["input/wait_percent"]
-        [(_, seconds)] = scalars["epoch/seconds"]
-        if name == "py_dataset_workers":
-            assert 0 <= share <= 100 * (seconds - BATCHES * STEP) / seconds + SLACK
-        else:
-            _assert_input_bound_ahead(share, seconds, BATCHES)  # Keras prefetches both
+        share = scalars["input/wait_percent"][-1][1]
+        seconds = scalars["epoch/seconds"][-1][1]
+        _assert_input_bound_ahead(share, seconds, BATCHES)  # Keras prefetches all three
 
 
 def test_validation_evaluate_and_predict_have_their_own_share(tmp_path):
