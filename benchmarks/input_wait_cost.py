@@ -13,8 +13,9 @@ and what ``GPUMonitor`` with it costs a launch-bound ``fit``.
    steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor`` (its
    stage inline) and ``GPUMonitor`` with the stage's functions on the thread pool; epochs 2 on
    timed from one epoch's start to the next by a callback listed first, as a user's own timing
-   callback would see them; and ``GPUMonitor`` without the stage (no count, no wait share), to
-   tell the stage's cost from the rest of the monitor's.
+   callback would see them; ``GPUMonitor(input_wait=False)`` (the count alone, free to run
+   ahead of the step); and ``GPUMonitor`` without the stage (no count, no wait share), to tell
+   the stage's cost from the rest of the monitor's.
 
 Sides are rotated round by round; each comparison prints the median of its per-round ratios
 with the sign-test interval (``tfthroughput.tuning._paired``) and the median added
@@ -67,7 +68,7 @@ def no_stage(on: bool):
     """The monitor without the stage: no count, no wait share (the rest of its cost)."""
     attach = GraphCount.attach
     if on:
-        GraphCount.attach = classmethod(lambda cls, epoch_iterator, recent: None)
+        GraphCount.attach = classmethod(lambda cls, *arguments, **keywords: None)
     try:
         yield
     finally:
@@ -119,7 +120,8 @@ def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> 
     clock = EpochStarts()
     callbacks = [clock]
     if side != "bare":
-        callbacks.append(GPUMonitor(log_dir, interval=1.0))
+        input_wait = side != "monitor, input_wait=False"
+        callbacks.append(GPUMonitor(log_dir, interval=1.0, input_wait=input_wait))
     with (
         stage_on_thread_pool(side == "monitor, thread pool"),
         no_stage(side == "monitor, no stage"),
@@ -163,7 +165,13 @@ def main() -> None:
         sides = ["bare", "counted", "timed", "timed, thread pool"]
         compare(sides, lambda side: take_side(side, args.batches), args.rounds, "batch", 1)
     if args.part in ("fit", "both"):
-        sides = ["bare", "monitor", "monitor, thread pool", "monitor, no stage"]
+        sides = [
+            "bare",
+            "monitor",
+            "monitor, thread pool",
+            "monitor, input_wait=False",
+            "monitor, no stage",
+        ]
         with tempfile.TemporaryDirectory() as log_dir:
             for steps_per_execution in (1, 128):
                 print(f"launch-bound fit, steps_per_execution={steps_per_execution}:")

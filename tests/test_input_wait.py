@@ -319,3 +319,22 @@ def test_validation_evaluate_and_predict_have_their_own_share(tmp_path):
     [(_, share)] = predict["predict/input/wait_percent"]
     [(_, seconds)] = predict["predict/seconds"]
     assert share >= 100 * BATCHES * SLEEP / seconds - SLACK
+
+
+def test_input_wait_off_counts_every_example_off_the_steps_thread_and_writes_no_share(
+    tmp_path, caplog
+):
+    x, y = _rows(10 * 4 + 2)  # 10 batches of 4 and a short one of 2
+    monitor = _monitor(tmp_path, input_wait=False, update_freq=5)
+    with caplog.at_level("WARNING", logger="tfthroughput"):
+        _model().fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[monitor])
+    scalars = read_scalars(tmp_path / "hw")
+    assert not [tag for tag in scalars if tag.endswith(TAG)]
+    [(_, examples_per_second)] = scalars["epoch/examples_per_second"]
+    [(_, seconds)] = scalars["epoch/seconds"]
+    assert examples_per_second * seconds == pytest.approx(42)  # the short batch counted
+    assert not [record for record in caplog.records if TAG in record.getMessage()]  # asked for
+
+    # The counting stage alone, which may run ahead: no prefetch(0) holding it to the step.
+    count = GraphCount(recent=4, timed=False)
+    assert type(count.counting(tf.data.Dataset.range(4).batch(2))).__name__ == "_MapDataset"

@@ -259,6 +259,7 @@ def test_without_nvml_it_warns_once_and_logs_host_metrics(tmp_path):
         ({"batch_size": 0}, ValueError, "batch_size=0"),
         ({"batch_size": 2.0}, TypeError, "batch_size=2.0"),
         ({"update_logs": "yes"}, TypeError, "update_logs='yes'"),
+        ({"input_wait": 1}, TypeError, "input_wait=1"),
         ({"run_name": ""}, ValueError, "run_name=''"),
         ({"sources": [1]}, TypeError, "sources=[1]"),
     ],

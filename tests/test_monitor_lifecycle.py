@@ -32,6 +32,7 @@ SETTINGS = (
     "hardware_metrics",
     "statistics",
     "batch_size",
+    "input_wait",
     "update_logs",
     "run_name",
 )
@@ -63,6 +64,7 @@ def test_nothing_live_before_fit_and_deepcopy_gives_an_unstarted_monitor(tmp_pat
         hardware_metrics=["utilization_percent"],
         statistics=["mean"],
         batch_size=BATCH_SIZE,
+        input_wait=False,
         update_logs=True,
         run_name="hw",
         sources=fake_gpus(dial),

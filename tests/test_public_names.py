@@ -260,6 +260,7 @@ PINNED = {
         "hardware_metrics",
         "statistics",
         "batch_size",
+        "input_wait",  # added: the wait share's cost can be left out of launch-bound fits
         "update_logs",
         "run_name",
         "sources",

@@ -147,12 +147,12 @@ class HostCount:
 
 
 def attach_to_fit(
-    method: str = "fit", clock: Callable[[], float] = time.monotonic
+    method: str = "fit", clock: Callable[[], float] = time.monotonic, timed: bool = True
 ) -> ExampleCount | None:
     """A count of the batches of the Keras ``fit`` (or ``method``: ``"evaluate"``, an epoch's
     validation too, or ``"predict"``) on the calling thread's stack, before the call's first
     iterator is made; ``None`` where none can be kept. ``clock`` times the waits on the host
-    (under TensorFlow the input graph reads its own)."""
+    (under TensorFlow the input graph reads its own, unless ``timed`` is false)."""
     epoch_iterator = fit_locals("epoch_iterator", method=method).get("epoch_iterator")
     if epoch_iterator is None or getattr(epoch_iterator, "_current_iterator", None) is not None:
         return None
@@ -162,7 +162,7 @@ def attach_to_fit(
                 return None
             from tfthroughput.monitor.graph_count import GraphCount
 
-            return GraphCount.attach(epoch_iterator, RECENT)
+            return GraphCount.attach(epoch_iterator, RECENT, timed=timed)
         if callable(getattr(epoch_iterator, "_get_iterator", None)):
             return HostCount(epoch_iterator, clock)
     except Exception:  # noqa: BLE001 - an input that cannot be counted still trains

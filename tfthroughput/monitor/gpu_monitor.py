@@ -122,6 +122,11 @@ class GPUMonitor(MonitorLifecycle):
             generators); where they cannot be, the batch read from the ``fit``, with one
             ``MonitoringWarning`` when that cannot be read either. The validation and
             inference calls use the batch read from their own data, else this.
+        input_wait: Measure ``input/wait_percent``, the share of each phase spent waiting for
+            the next batch. Under TensorFlow that takes two clock reads on the step's thread
+            per batch, tens of microseconds: felt by steps of well under a millisecond (a
+            launch-bound fit, ``docs/see.md``). ``False`` leaves it out; the examples are still
+            counted, off the step's thread. Defaults to True.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
             ``steps_per_second``, ``examples_per_second``, ``wall_seconds``, and the
@@ -161,6 +166,7 @@ class GPUMonitor(MonitorLifecycle):
         hardware_metrics: Iterable[str] | None = None,
         statistics: Sequence[str] = LOGGED_STATISTICS,
         batch_size: int | None = None,
+        input_wait: bool = True,
         update_logs: bool = False,
         run_name: str = "hardware",
         sources: Callable[[], Iterable[Source]] | None = None,
@@ -175,6 +181,7 @@ class GPUMonitor(MonitorLifecycle):
         self.hardware_metrics = validate_metric_names(hardware_metrics, "hardware_metrics")
         self.statistics = check_statistics(statistics)
         self.batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
+        self.input_wait = check_bool("input_wait", input_wait)
         self.update_logs = check_bool("update_logs", update_logs)
         check_folder_name("run_name", run_name)
         self.run_name = run_name
@@ -256,7 +263,8 @@ class GPUMonitor(MonitorLifecycle):
                 validation = training.validation
                 if count is not None and self.batch_size is None:
                     validation.count = count.snapshot
-                validation.wait_on(waited_reader(count, "validation", False))
+                if self.input_wait:
+                    validation.wait_on(waited_reader(count, "validation", False))
                 return
         self._begin_call("evaluate")
 

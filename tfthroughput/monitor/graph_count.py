@@ -62,14 +62,14 @@ class GraphCount:
         self.timed = timed
 
     @classmethod
-    def attach(cls, epoch_iterator: object, recent: int) -> GraphCount | None:
+    def attach(cls, epoch_iterator: object, recent: int, timed: bool = True) -> GraphCount | None:
         """Count what ``epoch_iterator`` (Keras's ``TFEpochIterator``, before its first
         epoch) feeds the training step; ``None`` for a pipeline this cannot count (one the
         user distributed already).
 
-        The wait is timed where the step reads the counted pipeline itself: not under a
-        ``tf.distribute`` strategy whose distributed dataset prefetches onto its devices on
-        threads of its own (the stage would time those threads, not the step).
+        The wait is timed, where ``timed``, where the step reads the counted pipeline itself:
+        not under a ``tf.distribute`` strategy whose distributed dataset prefetches onto its
+        devices on threads of its own (the stage would time those threads, not the step).
 
         An iterator counted before (Keras keeps a ``fit``'s validation iterator from epoch to
         epoch) keeps its counted pipeline and gets its count back from zero: remaking it would
@@ -89,7 +89,9 @@ class GraphCount:
         if first_array(dataset.element_spec) is None:
             return None
         # Without a strategy, Keras's default one hands the pipeline to the step as it is.
-        count = cls(recent, timed=type(strategy).__name__ == "_DefaultDistributionStrategy")
+        count = cls(
+            recent, timed=timed and type(strategy).__name__ == "_DefaultDistributionStrategy"
+        )
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
         epoch_iterator._distributed_dataset = counted
         setattr(epoch_iterator, _COUNTED, (count, counted))  # goes with the iterator

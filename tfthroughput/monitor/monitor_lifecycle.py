@@ -91,7 +91,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
             fit_call,
             batch_size=batch_size,
             count=None if count is None or self.batch_size is not None else count.snapshot,
-            waited=waited_reader(count, "fit", placement.multi_worker),
+            waited=waited_reader(count, "fit", placement.multi_worker) if self.input_wait else None,
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -179,7 +179,11 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
                 count=None if count is None or self.batch_size is not None else count.snapshot,
-                waited=waited_reader(count, phase, self._worker_folder is not None),
+                waited=(
+                    waited_reader(count, phase, self._worker_folder is not None)
+                    if self.input_wait
+                    else None
+                ),
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
@@ -195,7 +199,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
         (a cached validation iterator is counted anew each epoch)."""
         if self._worker_folder is not None:
             return None
-        return attach_to_fit(phase, self._clock)
+        return attach_to_fit(phase, self._clock, timed=self.input_wait)
 
     def _window_tick(self, run: LiveRun) -> None:
         """On the sampler thread after each sample, with time-based windows."""
@@ -223,7 +227,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 found.get("steps_per_epoch"), getattr(self.model, "steps_per_execution", 1)
             )
         if fit_call is not None and not multi_worker:  # the wait is timed by the count
-            self._example_count = attach_to_fit("fit", self._clock)
+            self._example_count = attach_to_fit("fit", self._clock, timed=self.input_wait)
         if self._example_count is not None and self.batch_size is None:
             return fit_batch_size()  # for the sinks and where the count cannot tell
         return global_batch_size(self.batch_size, in_fit=fit_call is not None)
