@@ -4,7 +4,9 @@ the search itself.
 Workloads (CPU, TensorFlow backend):
 
 - launch-bound: the issue's 32-64-1 MLP at batch 16 on a cached dataset (each step is mostly
-  Keras's fixed per-step cost);
+  Keras's fixed per-step cost); the same fed through a shuffle and a map, once with a fixed
+  shuffle order and a fixed map, once with an unseeded shuffle and noise drawn per batch (its
+  confirmed gain should be the fixed one's: the loss check compares like with like);
 - input-bound: a small model fed by a pipeline with a sequential Python step of 4 ms per batch;
 - compute-bound: a 256-512-512-1 MLP at batch 512 on in-memory arrays (16 timed steps a run).
 
@@ -27,6 +29,9 @@ timed by plain `model.predict(x, batch_size=...)` calls on the workload's data a
 alternated for `--repeats` rounds. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune.py [--mode both] [--budget 90] [--repeats 5]
+        [--hog 1]
+
+``--hog N`` keeps N other processes spinning on a core each for the whole run.
 
 The last line is a one-line summary with the ratios.
 """
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 
 import keras
@@ -70,6 +77,21 @@ def launch_bound():
     return (lambda: mlp(32, (64,))), data, None
 
 
+def launch_bound_mapped(random: bool):
+    """The launch-bound MLP fed through a shuffle and a map, as training code is written: with
+    ``random``, an unseeded shuffle and noise drawn per batch (every pass differs); without,
+    the same stages made deterministic (the input as a fixed reference)."""
+    x, y = arrays(4096, 32)
+    data = tf.data.Dataset.from_tensor_slices((x, y))
+    if random:
+        data = data.shuffle(4096).batch(16)
+        data = data.map(lambda a, b: (a + tf.random.normal(tf.shape(a), stddev=0.01), b))
+    else:
+        data = data.shuffle(4096, seed=0, reshuffle_each_iteration=False).batch(16)
+        data = data.map(lambda a, b: (a + 0.01, b))
+    return (lambda: mlp(32, (64,))), data, None
+
+
 def input_bound():
     def wait(value):
         time.sleep(0.004)
@@ -90,6 +112,8 @@ def compute_bound():
 # name -> (workload, timed steps per run in tune)
 WORKLOADS = {
     "launch-bound": (launch_bound, 128),
+    "launch-bound, fixed shuffle and map": (lambda: launch_bound_mapped(False), 128),
+    "launch-bound, unseeded shuffle, random map": (lambda: launch_bound_mapped(True), 128),
     "input-bound": (input_bound, 128),
     "compute-bound": (compute_bound, 16),
 }
@@ -235,8 +259,29 @@ def main() -> None:
         help="examples per re-timed predict call (default: the data as tune got it)",
     )
     parser.add_argument("--only", default=None, help="run the workloads whose name has this")
+    parser.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        help="start this many processes that each keep one core busy for the whole run, "
+        "as another program on a shared machine would",
+    )
     args = parser.parse_args()
-    print(f"load average before: {os.getloadavg()}")
+    # Another program: its own session, so the scheduler shares the cores between it and this
+    # process as it would between two programs a user started, not thread by thread.
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(args.hog)
+    ]
+    try:
+        run(args)
+    finally:
+        for hog in hogs:
+            hog.kill()
+
+
+def run(args: argparse.Namespace) -> None:
+    print(f"load average before: {os.getloadavg()}" + (f"; {args.hog} hog(s)" if args.hog else ""))
     ratios = {}
     if args.mode in ("inference", "both"):
         run_inference(args, ratios)
