@@ -126,7 +126,8 @@ class GPUMonitor(MonitorLifecycle):
             the next batch. Under TensorFlow that takes two clock reads on the step's thread
             per batch, tens of microseconds: felt by steps of well under a millisecond (a
             launch-bound fit, ``docs/see.md``). ``False`` leaves it out; the examples are still
-            counted, off the step's thread. Defaults to True.
+            counted (under TensorFlow by a stage free to run ahead of the step). Defaults to
+            True.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
             (e.g. ``gpu0_utilization_percent``) and the epoch figures as ``seconds``,
             ``steps_per_second``, ``examples_per_second``, ``wall_seconds``, and the

@@ -67,7 +67,7 @@ class GraphCount:
         epoch) feeds the training step; ``None`` for a pipeline this cannot count (one the
         user distributed already).
 
-        The wait is timed, where ``timed``, where the step reads the counted pipeline itself:
+        With ``timed``, the wait is timed too where the step reads the counted pipeline itself:
         not under a ``tf.distribute`` strategy whose distributed dataset prefetches onto its
         devices on threads of its own (the stage would time those threads, not the step).
 
