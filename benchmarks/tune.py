@@ -12,9 +12,11 @@ Workloads (CPU, TensorFlow backend):
 
 For each: `tune(...)` (its search, then its confirmation by whole `fit` epochs), then the
 baseline and the chosen setup are rebuilt and timed side by side (alternated, `--repeats` rounds
-of `--steps` steps, medians), independently of tune's own measurements. Each workload's line
-gives the search's figure for its pick, the confirmed figure (`result.speedup`) and the
-re-timing side by side, and what the confirmation added to the search's time.
+of `--steps` steps, medians), independently of tune's own measurements; and timed as a user
+times their own `fit`: the model as given and the chosen setup applied to the same call as
+`tfthroughput tune --apply` applies it, 3-epoch fits alternated, epochs 2-3 by a callback.
+Each workload's line gives the search's figure for its pick, the confirmed figure
+(`result.speedup`), both re-timings, and what the confirmation added to the search's time.
 
 Inference (`tune(..., mode="inference")`, `--mode inference`), on uncompiled models:
 
@@ -48,13 +50,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfthroughput._ratio_text import paired_words, ratio_text
 from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning import tune
 from tfthroughput.tuning._fit_runner import FitRunner
 from tfthroughput.tuning._measure import compare
+from tfthroughput.tuning._paired import paired_ratio
 from tfthroughput.tuning._pipeline import fill_cache, plan, rebuilt
 from tfthroughput.tuning._table import paired_figure
 from tfthroughput.tuning._training_data import training_data
+from tfthroughput.tuning.call_apply import data_changer
 
 
 def mlp(features: int, hidden: tuple[int, ...]) -> keras.Model:
@@ -244,6 +249,51 @@ def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
     return comparison
 
 
+class EpochStarts(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.starts = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.starts.append(time.perf_counter())
+
+    def on_train_end(self, logs=None):
+        self.starts.append(time.perf_counter())
+
+
+def user_fit_side_by_side(build, data, batch_size, result, rounds: int, epochs: int = 3):
+    """As a user times their own ``fit``: the model as given, and the chosen setup applied to
+    the same call as ``tfthroughput tune --apply`` applies it (``result.apply``, the call's data
+    changed by ``call_apply.data_changer``), each fitted ``epochs`` epochs with Keras's
+    defaults; epochs 2 on timed from one epoch's start to the next by a callback; the two fits
+    alternated. The per-round ratios of median epoch times, baseline over tuned."""
+
+    def call() -> dict:
+        if isinstance(data, tuple):
+            return {"x": data[0], "y": data[1], "batch_size": batch_size}
+        return {"x": data, "y": None, "batch_size": batch_size}
+
+    base_call, tuned_call = call(), call()
+    change = data_changer(result)
+    if change is not None:
+        change(tuned_call)
+    keras.utils.set_random_seed(0)
+    base = build()
+    with mixed_precision(result.chosen.policy):
+        keras.utils.set_random_seed(0)
+        tuned = result.apply(build())
+    sides = {"base": (base, base_call), "tuned": (tuned, tuned_call)}
+    ratios = []
+    for index in range(rounds):
+        epoch_seconds = {}
+        for name in ("base", "tuned") if index % 2 == 0 else ("tuned", "base"):
+            model, arguments = sides[name]
+            clock = EpochStarts()
+            model.fit(**arguments, epochs=epochs, verbose=0, callbacks=[clock])
+            epoch_seconds[name] = float(np.median(np.diff(clock.starts[1:])))
+        ratios.append(epoch_seconds["base"] / epoch_seconds["tuned"])
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=90.0, help="tune's time budget, s")
@@ -297,11 +347,15 @@ def run(args: argparse.Namespace) -> None:
         timed = args.steps if steps >= args.steps else steps
         comparison = side_by_side(build, data, batch_size, result, timed, args.repeats)
         ratios[name] = comparison.ratio
+        user = paired_ratio(user_fit_side_by_side(build, data, batch_size, result, args.repeats))
+        user_text = ratio_text(
+            user.median, user.low, user.high, paired_words(args.repeats, user.coverage)
+        )
         print(
             f"{name}: baseline {comparison.baseline_examples_per_second:,.0f} examples/s, "
             f"tuned ({result.chosen.changes_from(result.baseline)}) "
             f"{comparison.examples_per_second:,.0f} examples/s: {paired_figure(comparison)} "
-            f"(re-timed); {figures(result, search)}; tune {search:.1f} s; "
+            f"(re-timed); user's fit {user_text}; {figures(result, search)}; tune {search:.1f} s; "
             f"load {os.getloadavg()[0]:.1f}"
         )
         keras.backend.clear_session()
