@@ -13,7 +13,11 @@ keras = pytest.importorskip("keras")
 from tfthroughput.monitor import keras_patch  # noqa: E402
 from tfthroughput.monitor.call_capture import CapturedCall  # noqa: E402
 from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial  # noqa: E402
-from tfthroughput.tuning.call_apply import apply_at_call, later_calls_hook  # noqa: E402
+from tfthroughput.tuning.call_apply import (  # noqa: E402
+    apply_at_call,
+    call_pipeline,
+    later_calls_hook,
+)
 
 
 def _result(**changes) -> TuneResult:
@@ -151,3 +155,11 @@ def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(
     model.fit(**call.arguments, epochs=2, verbose=0, callbacks=[batches])
     # 4 steps an epoch (16 examples in 4s, or the call's 4), one batch hook per execution of 2
     assert batches.batches == 2 * 2
+
+
+def test_a_call_that_does_not_shuffle_gets_the_arrays_pipeline_without_its_shuffle():
+    pipeline = {"batch_size": 4, "cache": True, "repeat": True, "shuffle_buffer": 16}
+    x = np.ones((16, 2), "float32")
+    kept, _ = call_pipeline(pipeline, {"x": x, "batch_size": 4})
+    dropped, steps = call_pipeline(pipeline, {"x": x, "batch_size": 4, "shuffle": False})
+    assert kept["shuffle_buffer"] == 16 and "shuffle_buffer" not in dropped and steps == 4

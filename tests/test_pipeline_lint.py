@@ -138,6 +138,10 @@ def test_random_stages_are_the_shuffles_and_the_maps_with_random_ops():
         "stage 3: shuffle (ShuffleDatasetV3)",
     )
     assert random_stages(_range().map(double).batch(4)) == ()
+    # One order kept for every pass: a cache after it freezes nothing.
+    fixed_order = _range().shuffle(8, reshuffle_each_iteration=False).map(double).batch(4)
+    assert random_stages(fixed_order) == ()
+    assert "cache-after-random" not in lint_pipeline(fixed_order.cache().prefetch(1)).rules
 
 
 def test_shuffle_after_batch_and_shuffle_buffer_smaller_than_a_batch():

@@ -658,3 +658,25 @@ def test_the_callers_random_state_is_as_it_was_after_a_search(float32_policy):
         clock=clock,
     )
     assert draws() == expected
+
+
+def test_the_rebuilt_pipeline_of_arrays_shuffles_every_pass_as_fit_does():
+    # fit shuffles arrays each epoch by default: the tuned fit must train on the same stream
+    # (it did not: a cached pipeline kept one order). A dataset keeps its own order.
+    import tensorflow as tf
+
+    from tfthroughput.tuning._pipeline import plan, rebuilt
+    from tfthroughput.tuning._training_data import training_data
+
+    x = np.arange(64, dtype="float32").reshape(32, 2)
+    data = training_data((x, x[:, :1]), 4)
+    pipeline = plan(data)
+    assert pipeline.build_pipeline_kwargs["shuffle_buffer"] == 32
+    assert "shuffled every pass over all 32 examples" in " ".join(pipeline.notes)
+    batches = iter(rebuilt(data, pipeline, 4))
+    passes = [np.concatenate([next(batches)[1].numpy() for _ in range(8)]) for _ in range(2)]
+    assert sorted(passes[0].ravel()) == sorted(passes[1].ravel()) == list(x[:, 0])
+    assert not np.array_equal(passes[0], passes[1])
+
+    dataset = training_data(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4), None)
+    assert "shuffle_buffer" not in plan(dataset).build_pipeline_kwargs

@@ -236,9 +236,16 @@ class DatasetGraph:
         return [op for op in self.function_ops(self.function_of(stage.node)) if is_random(op)]
 
     def is_random(self, stage: Stage) -> bool:
-        """Whether a stage's output differs from one pass to the next: a shuffle, or a
-        function with random ops (a cache after it would freeze one draw)."""
-        return stage.op in SHUFFLE_OPS or bool(self.random_ops(stage))
+        """Whether a stage's output differs from one pass to the next: a shuffle that
+        reshuffles each pass (the default; ``reshuffle_each_iteration=False`` repeats one
+        order), or a function with random ops (a cache after it would freeze one draw)."""
+        if stage.op in SHUFFLE_OPS:
+            attributes = stage.node.attr
+            return (
+                "reshuffle_each_iteration" not in attributes
+                or attributes["reshuffle_each_iteration"].b
+            )
+        return bool(self.random_ops(stage))
 
     def unseeded_random_ops(self, stage: Stage) -> list[str]:
         function = self.function_of(stage.node)

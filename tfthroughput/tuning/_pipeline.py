@@ -5,9 +5,11 @@ It is tried only where the input is the limit: ``lint_pipeline`` finds something
 memory, as ``diagnose`` measures it) shows an input-bound fraction at or above
 ``diagnose``'s threshold. The rebuilt pipeline is what :func:`tfthroughput.build_pipeline`
 makes of the same data: a ``cache`` where the data is finite and has no shuffle or random op
-(so every pass yields the same examples in the same order), ``repeat``, ``prefetch(AUTOTUNE)``
-last, and tf.data's options (autotuning, parallel map, deterministic order, so the loss check
-still applies).
+(so every pass yields the same examples), ``repeat``, ``prefetch(AUTOTUNE)`` last, and tf.data's
+options (autotuning, parallel map, deterministic order, so the loss check still applies).
+Arrays are shuffled every pass over all their examples after the cache, as ``fit`` shuffles
+arrays by default: the tuned ``fit`` trains on what the user's did (the loss check then holds
+the rebuilt pipeline to the input's measured pass-to-pass variation).
 """
 
 from __future__ import annotations
@@ -95,6 +97,13 @@ def plan(data: TrainingData) -> PipelinePlan:
         notes.append("not cached: the dataset is infinite or of unknown length")
     if cacheable:
         notes.append("cached in memory after the first pass (the first epoch still reads it)")
+    shuffle = {}
+    if data.kind == ARRAYS:
+        examples = array_examples(data.value[0])
+        shuffle = {"shuffle_buffer": examples}
+        notes.append(
+            f"shuffled every pass over all {examples} examples, as fit shuffles arrays by default"
+        )
     notes.append(
         "a map of a stateful function (tf.py_function, ...) stays sequential: see lint_pipeline"
     )
@@ -104,6 +113,7 @@ def plan(data: TrainingData) -> PipelinePlan:
             "cache": cacheable,
             "deterministic": True,
             "repeat": True,
+            **shuffle,
         },
         lint_rules=lint_rules(data),
         notes=tuple(notes),
@@ -128,6 +138,13 @@ def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) 
             # 1-tuple, which fit reads as x (a 2-tuple of inputs would be read as (x, y))
             source = (source[0],) if isinstance(source[0], tuple) else source[0]
     return build_pipeline(source, **kwargs)
+
+
+def array_examples(x: Any) -> int:
+    """Examples in ``x``: arrays, or a list, tuple or dict of them."""
+    import keras
+
+    return int(len(keras.tree.flatten(x)[0]))
 
 
 def as_tuples(value: Any) -> Any:

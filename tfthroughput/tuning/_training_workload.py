@@ -101,6 +101,7 @@ class TrainingWorkload(Workload):
         self.replay: dict | None = None
         self._batch_examples: int | None = None
         self.measured_tolerance: float | None = None  # _replay.measured_tolerance, once
+        self.shuffled_tolerance: float | None = None  # the same, arrays shuffled as fit does
 
     def baseline(self) -> FitRunner:
         probe = self.build_model()

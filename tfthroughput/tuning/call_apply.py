@@ -79,7 +79,11 @@ def call_pipeline(
     known, the pipeline keeps repeating and the call gets their batches per pass as
     ``steps_per_epoch``: the same examples an epoch, as the search timed them, where a pipeline
     restarted at every epoch pays its start-up each time (``docs/tuning.md``). Other data is
-    given a pipeline that ends at the data's end (no ``repeat``)."""
+    given a pipeline that ends at the data's end (no ``repeat``). A call passing
+    ``shuffle=False`` gets arrays' pipeline without its shuffle."""
+    if arguments.get("shuffle") is False and "shuffle_buffer" in pipeline:
+        # The call asked fit not to shuffle its arrays: neither does their pipeline.
+        pipeline = {key: value for key, value in pipeline.items() if key != "shuffle_buffer"}
     if arguments.get("steps_per_epoch") is not None:
         return dict(pipeline), None
     examples = _array_length(arguments.get("x"))
