@@ -40,6 +40,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _epoch_starts import EpochStarts  # noqa: E402
 
 from tfthroughput import GPUMonitor  # noqa: E402
 from tfthroughput._ratio_text import paired_words, ratio_text  # noqa: E402
@@ -96,17 +97,6 @@ def take_side(side: str, batches: int) -> float:
         if side != "bare":
             dataset = GraphCount(recent=256, timed=side != "counted").counting(dataset)
     return seconds_per_batch(dataset, batches)
-
-
-class EpochStarts(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.starts = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.starts.append(time.perf_counter())
-
-    def on_train_end(self, logs=None):
-        self.starts.append(time.perf_counter())
 
 
 def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> float:

@@ -49,6 +49,7 @@ import time
 import keras
 import numpy as np
 import tensorflow as tf
+from _epoch_starts import EpochStarts
 
 from tfthroughput._ratio_text import paired_words, ratio_text
 from tfthroughput.precision.policy import mixed_precision
@@ -247,17 +248,6 @@ def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
     tuned.start()
     comparison = compare(base, tuned, repeats)
     return comparison
-
-
-class EpochStarts(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        self.starts = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.starts.append(time.perf_counter())
-
-    def on_train_end(self, logs=None):
-        self.starts.append(time.perf_counter())
 
 
 def user_fit_side_by_side(build, data, batch_size, result, rounds: int, epochs: int = 3):
