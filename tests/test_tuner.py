@@ -660,6 +660,7 @@ def test_the_callers_random_state_is_as_it_was_after_a_search(float32_policy):
     assert draws() == expected
 
 
+@pytest.mark.tensorflow  # the rebuilt pipeline is tf.data
 def test_the_rebuilt_pipeline_of_arrays_shuffles_every_pass_as_fit_does():
     # fit shuffles arrays each epoch by default: the tuned fit must train on the same stream
     # (it did not: a cached pipeline kept one order). A dataset keeps its own order.
