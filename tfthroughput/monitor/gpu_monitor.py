@@ -33,7 +33,6 @@ from tfthroughput.hardware.sampler import validate_interval
 from tfthroughput.hardware.source import Source
 from tfthroughput.monitor.epoch_windows import Window
 from tfthroughput.monitor.events import VALIDATION_LOGS_PREFIX, logs_entries
-from tfthroughput.monitor.input_wait import waited_reader
 from tfthroughput.monitor.monitor_lifecycle import MonitorLifecycle
 from tfthroughput.monitor.settings import (
     LOGGED_STATISTICS,
@@ -264,8 +263,7 @@ class GPUMonitor(MonitorLifecycle):
                 validation = training.validation
                 if count is not None and self.batch_size is None:
                     validation.count = count.snapshot
-                if self.input_wait:
-                    validation.wait_on(waited_reader(count, "validation", False))
+                validation.wait_on(self._waited(count, "validation", False))
                 return
         self._begin_call("evaluate")
 

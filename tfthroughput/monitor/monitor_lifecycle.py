@@ -91,7 +91,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
             fit_call,
             batch_size=batch_size,
             count=None if count is None or self.batch_size is not None else count.snapshot,
-            waited=waited_reader(count, "fit", placement.multi_worker) if self.input_wait else None,
+            waited=self._waited(count, "fit", placement.multi_worker),
             on_abandoned=self._abandon,
             on_sample=self._window_tick,
             placement=placement,
@@ -179,17 +179,20 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 call,
                 batch_size=call_batch_size(phase, self.batch_size),
                 count=None if count is None or self.batch_size is not None else count.snapshot,
-                waited=(
-                    waited_reader(count, phase, self._worker_folder is not None)
-                    if self.input_wait
-                    else None
-                ),
+                waited=self._waited(count, phase, self._worker_folder is not None),
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
             ),
             self.params.get("steps") if self.params else None,
         )
+
+    def _waited(
+        self, count: ExampleCount | None, phase: str, multi_worker: bool
+    ) -> Callable[[], float | None] | None:
+        """What reads the seconds ``phase`` waited for its batches (``input_wait.waited_reader``);
+        ``None``, and nothing said, where ``input_wait=False`` left the share out."""
+        return waited_reader(count, phase, multi_worker) if self.input_wait else None
 
     def _call_count(self, phase: str) -> ExampleCount | None:
         """The count of the examples of the ``evaluate`` (an epoch's validation too) or
