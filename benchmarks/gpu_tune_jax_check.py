@@ -33,8 +33,8 @@ from tfthroughput.hardware.discovery import discover_sources  # noqa: E402
 from tfthroughput.hardware.sampler import Sampler  # noqa: E402
 from tfthroughput.hardware.window_stats import SampleKey  # noqa: E402
 from tfthroughput.tuning import tune  # noqa: E402
-from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
-from tfthroughput.tuning._training_data import training_data  # noqa: E402
+from tfthroughput.tuning.training.data import training_data  # noqa: E402
+from tfthroughput.tuning.training.fit_runner import FitRunner  # noqa: E402
 
 BATCH_SIZE = 64
 FEATURES = 256

@@ -18,7 +18,7 @@ and what ``GPUMonitor`` with it costs a launch-bound ``fit``.
    the stage's cost from the rest of the monitor's.
 
 Sides are rotated round by round; each comparison prints the median of its per-round ratios
-with the sign-test interval (``tfthroughput.tuning._paired``) and the median added
+with the sign-test interval (``tfthroughput.tuning.engine.paired``) and the median added
 microseconds per batch or per step; the load average is printed (the development machines
 are shared).
 
@@ -46,7 +46,7 @@ from tfthroughput import GPUMonitor  # noqa: E402
 from tfthroughput._ratio_text import paired_words, ratio_text  # noqa: E402
 from tfthroughput.monitor import graph_count  # noqa: E402
 from tfthroughput.monitor.graph_count import GraphCount  # noqa: E402
-from tfthroughput.tuning._paired import paired_ratio  # noqa: E402
+from tfthroughput.tuning.engine.paired import paired_ratio  # noqa: E402
 
 STEPS_PER_EPOCH = 1024
 BATCH = 16

@@ -5,7 +5,8 @@ Each arm is a child process looping as a search does: a small model built under
 ``OneDeviceStrategy("/cpu:0")``, fitted five times (8 steps of batch 8 from 64 rows of arrays:
 the whole data), ``gc.freeze()`` around each model. ``keras`` arm: as Keras does it, a
 throwaway distributed iterator at every fit's start. ``from-shapes`` arm: the model built first
-by ``tfthroughput.tuning._strategy_build.build_from_spec``, as tune builds its trials'. A child
+by ``build_from_spec`` (``tfthroughput/tuning/training/strategy_build.py``), as tune builds its
+trials'. A child
 that dies (a segmentation fault on a TensorFlow thread) is restarted; fits are counted from its
 progress lines. Run:
 
@@ -26,7 +27,7 @@ LOOP = """
 import faulthandler, gc, os, sys, time
 faulthandler.enable()
 import numpy as np, tensorflow as tf, keras
-from tfthroughput.tuning._strategy_build import build_from_spec
+from tfthroughput.tuning.training.strategy_build import build_from_spec
 
 from_shapes = sys.argv[1] == "from-shapes"
 strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

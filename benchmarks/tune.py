@@ -54,13 +54,13 @@ from _epoch_starts import EpochStarts
 from tfthroughput._ratio_text import paired_words, ratio_text
 from tfthroughput.precision.policy import mixed_precision
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._measure import compare
-from tfthroughput.tuning._paired import paired_ratio
-from tfthroughput.tuning._pipeline import fill_cache, plan, rebuilt
 from tfthroughput.tuning._table import paired_figure
-from tfthroughput.tuning._training_data import training_data
-from tfthroughput.tuning.call_apply import data_changer
+from tfthroughput.tuning.engine.measure import compare
+from tfthroughput.tuning.engine.paired import paired_ratio
+from tfthroughput.tuning.script.call_apply import data_changer
+from tfthroughput.tuning.training.data import training_data
+from tfthroughput.tuning.training.fit_runner import FitRunner
+from tfthroughput.tuning.training.pipeline import fill_cache, plan, rebuilt
 
 
 def mlp(features: int, hidden: tuple[int, ...]) -> keras.Model:

@@ -47,15 +47,15 @@ from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only 
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
-from tfthroughput.tuning._fit_runner import FitRunner  # noqa: E402
-from tfthroughput.tuning._inference_data import inference_data  # noqa: E402
-from tfthroughput.tuning._measure import compare, compare_together  # noqa: E402
-from tfthroughput.tuning._pipeline import plan  # noqa: E402
-from tfthroughput.tuning._predict_runner import PredictRunner  # noqa: E402
-from tfthroughput.tuning._training_data import training_data  # noqa: E402
-from tfthroughput.tuning._trial_model import TrialFailed  # noqa: E402
-from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan  # noqa: E402
-from tfthroughput.tuning.confirmation import WholeRuns  # noqa: E402
+from tfthroughput.tuning.engine.confirmation import WholeRuns  # noqa: E402
+from tfthroughput.tuning.engine.measure import compare, compare_together  # noqa: E402
+from tfthroughput.tuning.engine.trial_model import TrialFailed  # noqa: E402
+from tfthroughput.tuning.inference.data import inference_data  # noqa: E402
+from tfthroughput.tuning.inference.predict_runner import PredictRunner  # noqa: E402
+from tfthroughput.tuning.training.data import training_data  # noqa: E402
+from tfthroughput.tuning.training.fit_runner import FitRunner  # noqa: E402
+from tfthroughput.tuning.training.pipeline import plan  # noqa: E402
+from tfthroughput.tuning.training.whole_epochs import epoch_feed, epoch_plan  # noqa: E402
 
 _ALL = 1e15  # no cap on a piece of work: whole epochs, whole calls
 

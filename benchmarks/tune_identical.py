@@ -2,9 +2,9 @@
 
 The launch-bound workload of benchmarks/tune.py (the 32-64-1 MLP at batch 16 on a cached
 dataset), the model as given built twice from the same seed, then compared `--comparisons`
-times by ``_measure.compare`` (alternated rounds, the paired rule adding rounds until it
+times by ``engine.measure.compare`` (alternated rounds, the paired rule adding rounds until it
 settles). Each line gives the median ratio with its sign-test interval and the verdict; the
-medians' range is what ``_paired.MIN_GAIN`` must clear. Run:
+medians' range is what ``engine.paired.MIN_GAIN`` must clear. Run:
 
     TF_CPP_MIN_LOG_LEVEL=2 python benchmarks/tune_identical.py [--comparisons 20] [--steps 64]
 
@@ -20,10 +20,10 @@ import time
 from tune import launch_bound  # noqa: E402 - the workload of benchmarks/tune.py
 
 from tfthroughput._ratio_text import paired_words, ratio_text
-from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._measure import compare
-from tfthroughput.tuning._paired import MIN_GAIN
-from tfthroughput.tuning._training_data import training_data
+from tfthroughput.tuning.engine.measure import compare
+from tfthroughput.tuning.engine.paired import MIN_GAIN
+from tfthroughput.tuning.training.data import training_data
+from tfthroughput.tuning.training.fit_runner import FitRunner
 
 
 def main() -> None:

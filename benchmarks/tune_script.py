@@ -89,7 +89,7 @@ def one_round(folder: Path, budget: float, order: tuple[str, str]) -> dict:
 def rebuild_cost(repeats: int = 5) -> tuple[float, float]:
     """Seconds to take a call's model and make the builder (one check build), and to build one
     more copy, on the README's example: medians of ``repeats``."""
-    from tfthroughput.tuning.model_rebuild import builder
+    from tfthroughput.tuning.script.model_rebuild import builder
 
     namespace: dict = {}
     exec(textwrap.dedent(README_MODEL), namespace)

@@ -13,7 +13,7 @@ keras = pytest.importorskip("keras")
 from tfthroughput.monitor import keras_patch  # noqa: E402
 from tfthroughput.monitor.call_capture import CapturedCall  # noqa: E402
 from tfthroughput.tuning import TuneResult, TuneSetup, TuneTrial  # noqa: E402
-from tfthroughput.tuning.call_apply import (  # noqa: E402
+from tfthroughput.tuning.script.call_apply import (  # noqa: E402
     apply_at_call,
     call_pipeline,
     later_calls_hook,

@@ -287,7 +287,7 @@ def test_apply_leaves_the_scripts_training_as_the_chosen_setup_alone_gives_it(tm
     written = _written(out)
     setup = {k: written["chosen"][k] for k in ("steps_per_execution", "jit_compile", "batch_size")}
     if written["pipeline_kwargs"] is not None:  # built for the call as --apply builds it
-        from tfthroughput.tuning.call_apply import call_pipeline
+        from tfthroughput.tuning.script.call_apply import call_pipeline
 
         call = {"x": np.zeros((256, 8)), "batch_size": 16}
         setup["pipeline_kwargs"], setup["steps_per_epoch"] = call_pipeline(
@@ -324,7 +324,7 @@ def test_a_model_that_cannot_be_rebuilt_is_one_line_and_exit_2(tmp_path):
 
 def test_a_one_shot_generator_is_refused_with_what_to_pass_instead():
     # In process: the refusal comes before anything is built (a subprocess costs seconds).
-    from tfthroughput.tuning.captured_call import CannotTune, tune_data
+    from tfthroughput.tuning.script.captured_call import CannotTune, tune_data
 
     batches = (np.zeros((8, 4)) for _ in range(2))
     with pytest.raises(CannotTune) as raised:

@@ -10,8 +10,8 @@ import pytest
 from user_models import build_autoencoder, build_two_losses, unlabeled, unlabeled_dataset
 
 from tfthroughput import diagnose, tune
-from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.result import BASELINE, PROBE
+from tfthroughput.tuning.training.loss_check import reported_loss
 
 SMALL_TUNE = {
     "steps": 8,

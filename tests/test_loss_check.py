@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tfthroughput.tuning import LossCheck
-from tfthroughput.tuning.loss_check import EXACT_TOLERANCE
+from tfthroughput.tuning.training.loss_check import EXACT_TOLERANCE
 
 
 def test_same_arithmetic_must_match_to_the_exact_tolerance():

@@ -8,7 +8,7 @@ import pytest
 
 keras = pytest.importorskip("keras")
 
-from tfthroughput.tuning.model_rebuild import CannotRebuild, builder  # noqa: E402
+from tfthroughput.tuning.script.model_rebuild import CannotRebuild, builder  # noqa: E402
 
 
 def _same(weights, others) -> bool:

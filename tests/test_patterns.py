@@ -19,8 +19,8 @@ from loss_patterns import LOSS_PATTERNS
 from patterns import PATTERNS, Pattern
 
 from tfthroughput import GPUMonitor, MonitoringWarning, diagnose, lint_pipeline, tune
-from tfthroughput.tuning.loss_check import reported_loss
 from tfthroughput.tuning.result import BASELINE
+from tfthroughput.tuning.training.loss_check import reported_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT_TUNE = {

@@ -26,7 +26,7 @@ def test_every_module_is_in_the_layout_table_under_its_folder():
         f"{folder.relative_to(ROOT).as_posix()}/": {
             path.stem for path in folder.glob("*.py") if path.name != "__init__.py"
         }
-        for folder in [package, *(p for p in package.iterdir() if (p / "__init__.py").exists())]
+        for folder in [package, *(init.parent for init in package.glob("*/**/__init__.py"))]
     }
     assert _layout_table() == actual
 

@@ -1,19 +1,19 @@
-"""The confirmation's rule (tuning/confirmation.py) on fake runners, and the size of its
-pieces of work (tuning/_whole_epochs.py, InferenceData.whole_feed): no fit, no clock."""
+"""The confirmation's rule (tuning/engine/confirmation.py) on fake runners, and the size of its
+pieces of work (tuning/training/whole_epochs.py, InferenceData.whole_feed): no fit, no clock."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tfthroughput.tuning._inference_data import inference_data
-from tfthroughput.tuning._status import FASTER, NOT_FASTER
-from tfthroughput.tuning._training_data import training_data
-from tfthroughput.tuning._trial_model import TrialFailed
-from tfthroughput.tuning._whole_epochs import epoch_feed, epoch_plan
-from tfthroughput.tuning.confirmation import WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.engine.confirmation import WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.engine.verdict import FASTER, NOT_FASTER
+from tfthroughput.tuning.inference.data import inference_data
 from tfthroughput.tuning.result import TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training.data import training_data
+from tfthroughput.tuning.training.whole_epochs import epoch_feed, epoch_plan
 
 BASE = TuneSetup(1, False, "float32", batch_size=32)
 SPE8, SPE4 = BASE.with_(steps_per_execution=8), BASE.with_(steps_per_execution=4)

@@ -16,9 +16,9 @@ from fakes import CostClock, charge_calls
 
 from tfthroughput.data.pipeline import build_pipeline
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._device_augmentation import device_dataset
-from tfthroughput.tuning._training_data import training_data
 from tfthroughput.tuning.result import FASTER, REJECTED
+from tfthroughput.tuning.training.data import training_data
+from tfthroughput.tuning.training.pipeline import device_dataset
 
 pytestmark = pytest.mark.tensorflow
 

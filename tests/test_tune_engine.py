@@ -1,4 +1,4 @@
-"""The search engine (tuning/_engine.py) against a fake workload with known costs: no model,
+"""The search engine (tuning/engine/search.py) against a fake workload with known costs: no model,
 no fit. Each setup's runner takes a known number of seconds per run on a FakeClock, so every
 ratio, the paired rule's verdicts and the best setup so far are exact."""
 
@@ -8,12 +8,18 @@ from dataclasses import dataclass
 
 from fakes import FakeClock
 
-from tfthroughput.tuning._engine import BestSoFar, Search, SearchSettings, Workload
-from tfthroughput.tuning._measure import GPUWindows
 from tfthroughput.tuning._result_base import TrialBase
-from tfthroughput.tuning._status import BASELINE, FAILED, FASTER, NOT_FASTER
-from tfthroughput.tuning._trial_model import TrialFailed
-from tfthroughput.tuning._trial_verdict import measured, speed_status
+from tfthroughput.tuning.engine.measure import GPUWindows
+from tfthroughput.tuning.engine.search import BestSoFar, Search, SearchSettings, Workload
+from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.engine.verdict import (
+    BASELINE,
+    FAILED,
+    FASTER,
+    NOT_FASTER,
+    measured,
+    speed_status,
+)
 from tfthroughput.tuning.setup import TuneSetup
 
 GIVEN = TuneSetup(1, False, "float32", batch_size=8)

@@ -15,11 +15,8 @@ import pytest
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
-from tfthroughput.tuning._inference_data import inference_data
-from tfthroughput.tuning._inference_workload import InferenceSearch, InferenceSettings
-from tfthroughput.tuning._measure import GPUWindows
-from tfthroughput.tuning._predict_runner import percentile
-from tfthroughput.tuning._status import (
+from tfthroughput.tuning.engine.measure import GPUWindows
+from tfthroughput.tuning.engine.verdict import (
     BASELINE,
     FAILED,
     FASTER,
@@ -27,7 +24,10 @@ from tfthroughput.tuning._status import (
     OUTPUTS_DIFFER,
     OVER_LATENCY,
 )
-from tfthroughput.tuning.output_check import compare_outputs
+from tfthroughput.tuning.inference.data import inference_data
+from tfthroughput.tuning.inference.output_check import compare_outputs
+from tfthroughput.tuning.inference.predict_runner import percentile
+from tfthroughput.tuning.inference.workload import InferenceSearch, InferenceSettings
 from tfthroughput.tuning.setup import TuneSetup
 
 # ----------------------------------------------------------------- the search, on known costs

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfthroughput.tuning._measure import GPUWindows, compare, compare_together
-from tfthroughput.tuning._paired import MAX_ROUNDS, MIN_GAIN
+from tfthroughput.tuning.engine.measure import GPUWindows, compare, compare_together
+from tfthroughput.tuning.engine.paired import MAX_ROUNDS, MIN_GAIN
 
 
 class FakeRunner:

@@ -1,4 +1,4 @@
-"""The paired rule (tuning/_paired.py): the sign-test interval of the median ratio, its
+"""The paired rule (tuning/engine/paired.py): the sign-test interval of the median ratio, its
 verdicts, and the rule at work on real fits whose costs are charged to an injected clock
 (``CostClock``, ``charge_calls``) under a load that ramps, swings or scatters."""
 
@@ -10,9 +10,8 @@ import pytest
 from fakes import CostClock, charge_calls
 
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._measure import compare
-from tfthroughput.tuning._paired import (
+from tfthroughput.tuning.engine.measure import compare
+from tfthroughput.tuning.engine.paired import (
     COVERAGE,
     MIN_GAIN,
     paired_ratio,
@@ -21,6 +20,7 @@ from tfthroughput.tuning._paired import (
 )
 from tfthroughput.tuning.result import FASTER
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training.fit_runner import FitRunner
 
 QUICK = {"steps": 16, "rounds": 3, "precision": False, "time_budget": 300, "xla": False}
 

@@ -1,4 +1,4 @@
-"""The loss check on real inputs (tuning/_replay.py): an unseeded shuffle, a random
+"""The loss check on real inputs (tuning/training/replay.py): an unseeded shuffle, a random
 augmentation in a map, noise sampled in a custom train_step, a two-input model fed a list, sample
 weights and a dict of inputs. steps_per_execution keeps the arithmetic, so it must pass the
 check on each; the clock is injected and charged known costs, so every decision is exact.
@@ -14,14 +14,14 @@ import pytest
 from fakes import CostClock, charge_calls
 
 from tfthroughput.tuning import tune
-from tfthroughput.tuning._replay import (
+from tfthroughput.tuning.result import FASTER, REJECTED
+from tfthroughput.tuning.training.data import training_data
+from tfthroughput.tuning.training.replay import (
     REPLAY_MAX_BYTES,
     loss_check,
     relative_variation,
     replay_feed,
 )
-from tfthroughput.tuning._training_data import training_data
-from tfthroughput.tuning.result import FASTER, REJECTED
 
 QUICK = {"steps": 16, "rounds": 2, "precision": False, "time_budget": 120, "xla": False}
 # 4 ms a call, 0.5 ms a step: more steps per call is faster, exactly.
@@ -293,11 +293,11 @@ def test_a_real_divergence_is_still_rejected():
 def test_an_input_too_large_to_replay_is_read_pass_by_pass(monkeypatch):
     import tensorflow as tf
 
-    from tfthroughput.tuning import _replay
+    from tfthroughput.tuning.training import replay as replaying
 
     x, y = arrays()
     data = training_data(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), None)
-    monkeypatch.setattr(_replay, "REPLAY_MAX_BYTES", 1000)
+    monkeypatch.setattr(replaying, "REPLAY_MAX_BYTES", 1000)
     feed, why_not = replay_feed(data, None, 16)
     assert feed is None and why_not == "its first 16 batches would hold 0 MiB in memory"
     assert REPLAY_MAX_BYTES == 512 * 2**20
@@ -336,7 +336,7 @@ def test_relative_variation_ignores_non_finite_losses():
 
 
 def test_a_failure_reason_never_prints_the_users_arrays():
-    from tfthroughput.tuning._trial_model import failure_reason
+    from tfthroughput.tuning.engine.trial_model import failure_reason
 
     values = np.arange(12.0).reshape(3, 4)
     error = ValueError(f"Dimensions 2 and 1000 are not compatible: {values!r}")
@@ -351,7 +351,7 @@ def test_a_failure_reason_never_prints_the_users_arrays():
 def test_the_rebuilt_pipeline_keeps_a_list_of_inputs_as_several_inputs():
     import tensorflow as tf  # noqa: F401 - the pipeline knob is TensorFlow's
 
-    from tfthroughput.tuning._pipeline import plan, rebuilt
+    from tfthroughput.tuning.training.pipeline import plan, rebuilt
 
     left, right = np.zeros((16, 4), "float32"), np.ones((16, 3), "float32")
     labeled = training_data(([left, right], left[:, :1]), 8)

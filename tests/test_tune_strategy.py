@@ -11,7 +11,7 @@ import pytest
 from fake_nvml import run_json_with_fake_nvml
 
 from tfthroughput.tuning import tune
-from tfthroughput.tuning.distribution import find_strategy
+from tfthroughput.tuning.training.distribution import find_strategy
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.skipif(
@@ -277,7 +277,7 @@ def fresh_unbuilt_model(strategy) -> keras.Model:
     ],
 )
 def test_a_model_built_from_its_inputs_shapes_trains_as_keras_builds_it(feed):
-    from tfthroughput.tuning._strategy_build import build_from_spec
+    from tfthroughput.tuning.training.strategy_build import build_from_spec
 
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     as_keras_builds = fresh_unbuilt_model(strategy)
@@ -296,7 +296,7 @@ def test_a_model_built_from_its_inputs_shapes_trains_as_keras_builds_it(feed):
 
 
 def test_an_unlabeled_input_builds_the_model_from_its_shape():
-    from tfthroughput.tuning._strategy_build import build_from_spec
+    from tfthroughput.tuning.training.strategy_build import build_from_spec
 
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
         model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])
@@ -306,7 +306,7 @@ def test_an_unlabeled_input_builds_the_model_from_its_shape():
 
 
 def test_without_a_strategy_or_with_a_py_dataset_keras_builds_as_it_does():
-    from tfthroughput.tuning._strategy_build import build_from_spec
+    from tfthroughput.tuning.training.strategy_build import build_from_spec
 
     assert not build_from_spec(build(), {"x": DATA[0], "y": DATA[1]})
     with tf.distribute.OneDeviceStrategy("/cpu:0").scope():

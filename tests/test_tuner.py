@@ -19,9 +19,9 @@ from fakes import CostClock, charge_calls
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
 from tfthroughput.tuning._settings import _callback_bound
-from tfthroughput.tuning._training_workload import same_arithmetic_as
 from tfthroughput.tuning.result import BASELINE, FAILED, FASTER, NOT_FASTER
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training.workload import same_arithmetic_as
 
 QUICK = {"steps": 32, "rounds": 3, "precision": False, "time_budget": 120}
 
@@ -245,7 +245,7 @@ def test_a_pipeline_the_probe_let_pass_joins_the_best_and_the_line_runs_on_from_
 
 
 def test_a_rewarm_is_one_untimed_execution_where_another_model_started_since_the_last_run():
-    from tfthroughput.tuning._fit_runner import FitRunner
+    from tfthroughput.tuning.training.fit_runner import FitRunner
 
     clock = CostClock()
     x, y = arrays(256)
@@ -279,8 +279,8 @@ def test_a_rewarm_is_one_untimed_execution_where_another_model_started_since_the
 
 
 def test_the_probe_times_the_baselines_own_model_on_its_feed_and_builds_nothing():
-    from tfthroughput.tuning._fit_runner import FitRunner
-    from tfthroughput.tuning._trial_runner import TrialRunner
+    from tfthroughput.tuning.engine.trial_runner import TrialRunner
+    from tfthroughput.tuning.training.fit_runner import FitRunner
 
     clock, builds = CostClock(), []
     x, y = arrays(256)
@@ -666,8 +666,8 @@ def test_the_rebuilt_pipeline_of_arrays_shuffles_every_pass_as_fit_does():
     # (it did not: a cached pipeline kept one order). A dataset keeps its own order.
     import tensorflow as tf
 
-    from tfthroughput.tuning._pipeline import plan, rebuilt
-    from tfthroughput.tuning._training_data import training_data
+    from tfthroughput.tuning.training.data import training_data
+    from tfthroughput.tuning.training.pipeline import plan, rebuilt
 
     x = np.arange(64, dtype="float32").reshape(32, 2)
     data = training_data((x, x[:, :1]), 4)

@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "DipTrigger": "tfthroughput.profiling.dip_trigger",
     "GPUMonitor": "tfthroughput.monitor.gpu_monitor",
     "autolog": "tfthroughput.monitor.autologging",
-    "autotune": "tfthroughput.tuning.autotuning",
+    "autotune": "tfthroughput.tuning.script.autotuning",
     "MonitoringWarning": "tfthroughput.hardware.source",
     "ProfileSteps": "tfthroughput.profiling.profile_steps",
     "benchmark_dataset": "tfthroughput.data.benchmark",

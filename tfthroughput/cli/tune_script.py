@@ -3,7 +3,7 @@
 The script runs as ``tfthroughput run`` runs it (:mod:`tfthroughput.cli.script_runner`) until
 its ``--call``-th ``fit`` (``predict`` with ``--inference``), where autolog's patch hands the
 call over (:mod:`tfthroughput.monitor.call_capture`) and the script stops, nothing trained. The
-model is rebuilt as a zero-argument builder (:mod:`tfthroughput.tuning.model_rebuild`) and
+model is rebuilt as a zero-argument builder (:mod:`tfthroughput.tuning.script.model_rebuild`) and
 ``tfthroughput.tune`` runs on it with the call's data; the result is printed with the lines to
 change in the script. A model that cannot be rebuilt, data that cannot be replayed, a script
 that never makes the call: one line each, a non-zero exit, no third-party traceback.
@@ -24,7 +24,7 @@ from tfthroughput.cli.script_runner import (
     run_target,
     script_target,
 )
-from tfthroughput.tuning.captured_call import CannotTune
+from tfthroughput.tuning.script.captured_call import CannotTune
 
 PROG = "tfthroughput tune"
 
@@ -108,7 +108,7 @@ def _run_applying(target, script_args: list[str], kind: str, args: argparse.Name
     from tfthroughput.monitor import keras_patch
     from tfthroughput.monitor.autologging import DEFAULT_LOG_DIR
     from tfthroughput.monitor.call_capture import capture
-    from tfthroughput.tuning.call_apply import apply_at_call, later_calls_hook
+    from tfthroughput.tuning.script.call_apply import apply_at_call, later_calls_hook
 
     taken = []
 
@@ -168,7 +168,7 @@ def _no_call_line(kind: str, number: int, exit_code: int) -> None:
 
 
 def _tune(captured, args: argparse.Namespace):
-    from tfthroughput.tuning.captured_call import tune_captured
+    from tfthroughput.tuning.script.captured_call import tune_captured
 
     mode = (
         {"mode": "inference", "max_batch_latency_ms": args.max_batch_latency_ms}
@@ -183,7 +183,7 @@ def _tune(captured, args: argparse.Namespace):
 def _lines_to_change(result, site: str | None, kind: str, arguments: dict) -> str:
     """The edits that give the script the chosen setup, in its own terms (the call's
     ``arguments`` decide whether the rebuilt pipeline repeats)."""
-    from tfthroughput.tuning.call_apply import call_pipeline, keyword_text
+    from tfthroughput.tuning.script.call_apply import call_pipeline, keyword_text
 
     if not result.improved:
         return "Lines to change: none (the script's setup is the fastest found)."

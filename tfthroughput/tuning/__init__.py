@@ -16,16 +16,16 @@ from tfthroughput._lazy import lazy_exports
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Confirmation": "tfthroughput.tuning.confirmation",
+    "Confirmation": "tfthroughput.tuning.engine.confirmation",
     "InferenceTrial": "tfthroughput.tuning.result",
     "InferenceTuneResult": "tfthroughput.tuning.result",
-    "LossCheck": "tfthroughput.tuning.loss_check",
-    "OutputCheck": "tfthroughput.tuning.output_check",
-    "TuneDistribution": "tfthroughput.tuning.distribution",
+    "LossCheck": "tfthroughput.tuning.training.loss_check",
+    "OutputCheck": "tfthroughput.tuning.inference.output_check",
+    "TuneDistribution": "tfthroughput.tuning.training.distribution",
     "TuneResult": "tfthroughput.tuning.result",
     "TuneSetup": "tfthroughput.tuning.setup",
     "TuneTrial": "tfthroughput.tuning.result",
-    "autotune": "tfthroughput.tuning.autotuning",
+    "autotune": "tfthroughput.tuning.script.autotuning",
     "tune": "tfthroughput.tuning.tuner",
 }
 

@@ -1,8 +1,8 @@
 """tune's argument checks that both modes run, the arguments both modes take
 (:class:`SearchArguments`), and the kinds of data both modes read.
 
-Each mode's own arguments live with the data it reads (``_training_data.TuneArguments``,
-``_inference_data.InferenceArguments``); which mode runs is ``_mode``'s rule. Each check
+Each mode's own arguments live with the data it reads (``training.data.TuneArguments``,
+``inference.data.InferenceArguments``); which mode runs is ``tuner``'s rule. Each check
 names the argument and the value received. TensorFlow is never imported here: a
 ``tf.data.Dataset`` can only exist if the caller imported TensorFlow already.
 """

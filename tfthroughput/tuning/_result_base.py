@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tfthroughput.tuning._status import BASELINE, FASTER
 from tfthroughput.tuning._table import TableWords, confirmed_figure, render
+from tfthroughput.tuning.engine.verdict import BASELINE, FASTER
 from tfthroughput.tuning.setup import TuneSetup
 
 

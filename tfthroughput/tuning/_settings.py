@@ -13,11 +13,11 @@ from typing import Any
 import keras
 
 from tfthroughput.tuning._arguments import PY_DATASET
-from tfthroughput.tuning._environment import policy_to_try
-from tfthroughput.tuning._epoch import epoch_steps
-from tfthroughput.tuning._inference_workload import InferenceSettings
-from tfthroughput.tuning._training_data import TuneArguments
-from tfthroughput.tuning._training_workload import TrainingSettings
+from tfthroughput.tuning.engine.environment import policy_to_try
+from tfthroughput.tuning.inference.workload import InferenceSettings
+from tfthroughput.tuning.knobs.steps_per_execution import epoch_steps
+from tfthroughput.tuning.training.data import TuneArguments
+from tfthroughput.tuning.training.workload import TrainingSettings
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput._ratio_text import paired_words, ratio_text
-from tfthroughput.tuning._paired import sign_test_rank
-from tfthroughput.tuning._status import BASELINE, FASTER, PROBE
+from tfthroughput.tuning.engine.paired import sign_test_rank
+from tfthroughput.tuning.engine.verdict import BASELINE, FASTER, PROBE
 
 # The results and their trials (they import this module, so they are not imported here).
 TuneResult = TuneTrial = Any

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tfthroughput.tuning._result_base import ResultBase, TrialBase
-from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importable from here
+from tfthroughput.tuning._table import INFERENCE, TRAINING, TableWords
+from tfthroughput.tuning.engine.confirmation import Confirmation
+from tfthroughput.tuning.engine.verdict import (  # noqa: F401 - the statuses, importable from here
     BASELINE,
     FAILED,
     FASTER,
@@ -20,12 +22,10 @@ from tfthroughput.tuning._status import (  # noqa: F401 - the statuses, importab
     REJECTED,
     SLOWER,
 )
-from tfthroughput.tuning._table import INFERENCE, TRAINING, TableWords
-from tfthroughput.tuning.confirmation import Confirmation
-from tfthroughput.tuning.distribution import TuneDistribution
-from tfthroughput.tuning.loss_check import LossCheck
-from tfthroughput.tuning.output_check import OutputCheck
+from tfthroughput.tuning.inference.output_check import OutputCheck
 from tfthroughput.tuning.setup import TuneSetup  # noqa: F401 - the inherited fields name it
+from tfthroughput.tuning.training.distribution import TuneDistribution
+from tfthroughput.tuning.training.loss_check import LossCheck
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class TuneTrial(TrialBase):
         examples_per_second: Median examples/s over the rounds; ``None`` when it failed.
         ratio: Median ratio to the baseline in the same rounds; ``None`` when it failed.
         ratio_low: Low end of the median ratio's sign-test interval (at least 90 % from 5
-            rounds on; ``tuning/_paired.py``).
+            rounds on; ``tuning/engine/paired.py``).
         ratio_high: Its high end.
         noise: The interval's half-width relative to the median.
         rounds_won: Rounds in which it beat the baseline.
@@ -156,7 +156,7 @@ class InferenceTrial(TrialBase):
             it failed.
         ratio: Median ratio to the baseline in the same rounds.
         ratio_low: Low end of the median ratio's sign-test interval (at least 90 % from 5
-            rounds on; ``tuning/_paired.py``).
+            rounds on; ``tuning/engine/paired.py``).
         ratio_high: Its high end.
         noise: The interval's half-width relative to the median.
         rounds_won: Rounds in which it beat the baseline.

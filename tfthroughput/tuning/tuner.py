@@ -1,7 +1,9 @@
 """``tune``: try the throughput fixes on the user's own model, measure them honestly, keep the math.
 
 (The module is not called ``tune``: a submodule ``tfthroughput.tuning.tune`` would shadow the
-function of the same name in the package's face once imported.)
+function of the same name in the package's face once imported.) Which mode runs and which
+arguments each mode takes is one rule for both, applied before either mode's arguments are
+checked (:func:`split_mode`).
 """
 
 from __future__ import annotations
@@ -14,16 +16,15 @@ import keras
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
-from tfthroughput.tuning._engine import run_search
-from tfthroughput.tuning._inference_data import InferenceArguments
-from tfthroughput.tuning._inference_workload import InferenceWorkload
-from tfthroughput.tuning._mode import split_mode
 from tfthroughput.tuning._settings import inference_settings, training_settings
-from tfthroughput.tuning._training_data import TuneArguments
-from tfthroughput.tuning._training_workload import TrainingWorkload
-from tfthroughput.tuning.confirmation import CONFIRM_ROUNDS
-from tfthroughput.tuning.distribution import describe, in_scope
+from tfthroughput.tuning.engine.confirmation import CONFIRM_ROUNDS
+from tfthroughput.tuning.engine.search import run_search
+from tfthroughput.tuning.inference.data import InferenceArguments
+from tfthroughput.tuning.inference.workload import InferenceWorkload
 from tfthroughput.tuning.result import InferenceTuneResult, TuneResult
+from tfthroughput.tuning.training.data import TuneArguments
+from tfthroughput.tuning.training.distribution import describe, in_scope
+from tfthroughput.tuning.training.workload import TrainingWorkload
 
 
 def tune(
@@ -109,7 +110,7 @@ def tune(
 
 def _tune_training(given: dict[str, Any]) -> TuneResult:
     """The search under the strategy, its result with the batches per replica."""
-    arguments = TuneArguments(**given)  # checked on creation (tuning/_training_data.py)
+    arguments = TuneArguments(**given)  # checked on creation (tuning/training/data.py)
     build_model = in_scope(arguments.build_model, arguments.strategy)
     settings = training_settings(arguments)
     result = run_search(
@@ -119,7 +120,7 @@ def _tune_training(given: dict[str, Any]) -> TuneResult:
 
 
 def _tune_inference(given: dict[str, Any]) -> InferenceTuneResult:
-    """The search over ``predict`` (``tuning/_inference_workload.py``)."""
+    """The search over ``predict`` (``tuning/inference/workload.py``)."""
     arguments = InferenceArguments(**given)
     settings = inference_settings(arguments)
     inputs, clock = arguments.inputs, arguments.clock
@@ -129,3 +130,56 @@ def _tune_inference(given: dict[str, Any]) -> InferenceTuneResult:
 def _examples_per_step(training: Any) -> int:
     x, _ = training.first_batch()
     return leading_dimension(x)
+
+
+TRAINING = "training"
+INFERENCE = "inference"
+# tune's arguments for inference only; and those for training only, with their defaults.
+INFERENCE_ONLY = ("mode", "max_batch_latency_ms", "output_tolerance")
+TRAINING_ONLY = {
+    "steps_per_epoch": None,
+    "callbacks": None,
+    "strategy": None,
+    "allow_batch_change": False,
+    "loss_tolerance": 0.05,
+}
+
+
+def check_mode(mode: object, given: dict[str, Any]) -> bool:
+    """Whether ``tune`` runs in inference mode; ``given`` holds tune's other arguments.
+
+    Raises:
+        ValueError: If ``mode`` is unknown, or an argument of the other mode is set.
+    """
+    if mode not in (TRAINING, INFERENCE):
+        raise ValueError(f'`mode` must be "{TRAINING}" or "{INFERENCE}". Received: mode={mode!r}')
+    if mode == INFERENCE:
+        for name, default in TRAINING_ONLY.items():
+            if given[name] != default:
+                raise ValueError(
+                    f'`{name}` applies to mode="training" only (mode="inference" trains '
+                    f"nothing). Received: {name}={given[name]!r}"
+                )
+        return True
+    for name in INFERENCE_ONLY[1:]:
+        if given[name] is not None:
+            raise ValueError(
+                f'`{name}` applies to mode="inference" only. Received: {name}={given[name]!r}'
+            )
+    return False
+
+
+def split_mode(arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """tune's arguments for ``TuneArguments``, and, in inference mode, those for
+    ``InferenceArguments`` (``None`` in training mode).
+
+    Raises:
+        ValueError: As :func:`check_mode`.
+    """
+    given = dict(arguments)
+    inference = {name: given.pop(name) for name in INFERENCE_ONLY}
+    mode = inference.pop("mode")
+    if not check_mode(mode, {**given, **inference}):
+        return given, None
+    shared = {name: value for name, value in given.items() if name not in TRAINING_ONLY}
+    return given, {**shared, **inference}

@@ -1,14 +1,14 @@
 """A line of knob values, tried while it gains: the rule every knob that walks values uses.
 
-A knob is a function of the search (``_engine``) that tries setups on top of the best so far.
-The knobs live by what they change (``_batch_knobs``, ``_steps_per_execution_knobs``,
-``_xla_and_policy_knobs``, ``_pipeline_knobs``); each mode's workload holds its order of them
+A knob is a function of the search (``engine.search``) that tries setups on top of the best so far.
+The knobs live by what they change (``knobs.batch``, ``knobs.steps_per_execution``,
+``knobs.xla_and_policy``, ``knobs.pipeline``); each mode's workload holds its order of them
 (``training_knobs``, ``inference_knobs``; documented knob by knob there and in
 ``docs/tuning.md``: "What it tries, in order"; "Inference"). A line of knob values
 (:func:`double_along`, :func:`walk_along`) stops at its bound, at a trial that ends it, or
 after ``PATIENCE`` values in a row without a gain. Every trial is measured against the
 baseline in alternated rounds; a trial is skipped when the time left is less than 1.25 times
-the cost of the dearest recent trial (``_engine``).
+the cost of the dearest recent trial (``engine.search``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._measure import MIN_NOISE
-from tfthroughput.tuning._status import FAILED, FASTER, OUTPUTS_DIFFER, OVER_LATENCY
+from tfthroughput.tuning.engine.measure import MIN_NOISE
+from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.verdict import FAILED, FASTER, OUTPUTS_DIFFER, OVER_LATENCY
 
 PATIENCE = 2  # values in a row without a gain before a line stops
 LINE_GAIN = MIN_NOISE  # a value gains when its ratio beats the line's best by this

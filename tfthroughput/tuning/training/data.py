@@ -28,7 +28,7 @@ from tfthroughput.tuning._arguments import (
     is_dataset,
     short_repr,
 )
-from tfthroughput.tuning.distribution import find_strategy
+from tfthroughput.tuning.training.distribution import find_strategy
 
 
 def _is_array(value: object) -> bool:
@@ -143,14 +143,16 @@ class TuneArguments(SearchArguments):
     checked in ``__post_init__`` (or in :class:`SearchArguments` where both modes take it).
     ``callbacks`` is checked where it is read (``tuning/_settings.py``); ``training`` is
     ``data`` as every trial gets it; ``strategy`` becomes the strategy the trials run under
-    (given, or the caller's scope, or ``None``: ``tuning/distribution.py``).
+    (given, or the caller's scope, or ``None``: ``tuning/training/distribution.py``).
     """
 
     callbacks: Any
     strategy: Any
     allow_batch_change: bool
     loss_tolerance: float
-    steps_per_epoch: Any  # checked where it is read (tuning/_settings.py, tuning/_epoch.py)
+    steps_per_epoch: (
+        Any  # checked where it is read (tuning/_settings.py, tuning/knobs/steps_per_execution.py)
+    )
     training: TrainingData = field(init=False)
 
     def __post_init__(self) -> None:

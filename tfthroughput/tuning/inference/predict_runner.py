@@ -17,9 +17,9 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
-from tfthroughput.tuning._trial_runner import TrialRunner
+from tfthroughput.tuning.engine.trial_model import TrialFailed, trial_failures
+from tfthroughput.tuning.engine.trial_runner import TrialRunner
+from tfthroughput.tuning.inference.data import InferenceData
 from tfthroughput.tuning.setup import TuneSetup
 
 

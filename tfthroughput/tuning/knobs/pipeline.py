@@ -9,11 +9,11 @@ import keras
 
 from tfthroughput._validation import leading_dimension
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
-from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import PY_DATASET
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_best
-from tfthroughput.tuning._trial_model import failure_reason
+from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.trial_model import failure_reason
+from tfthroughput.tuning.knobs.steps_per_execution import line_again_on_a_new_best
+from tfthroughput.tuning.training import pipeline as rebuilding
 
 
 def pipeline_knob(search: Search) -> None:
@@ -30,12 +30,12 @@ def pipeline_knob(search: Search) -> None:
         probe=True,
     )
     if probe is not None and probe.ratio is not None:
-        fraction = _pipeline.probe_fraction(probe.ratio)
+        fraction = rebuilding.probe_fraction(probe.ratio)
     if data.kind == PY_DATASET:  # its input is the user's Python code: say, not rebuild
-        notes.append(_pipeline.py_dataset_note(data.value, fraction))
+        notes.append(rebuilding.py_dataset_note(data.value, fraction))
         return
     try:
-        workload.plan = plan = _pipeline.plan(data)
+        workload.plan = plan = rebuilding.plan(data)
     except Exception as error:  # noqa: BLE001 - an input it cannot read: one line, no raise
         notes.append(f"input pipeline not tried: {failure_reason(error, 'train')}")
         return
@@ -76,7 +76,7 @@ def pipeline_on_best_knob(search: Search) -> None:
 def device_augmentation_knob(search: Search) -> None:
     """The pipeline's CPU augmentation moved into the training step (``DeviceAugmented``)."""
     size = search.best.setup.batch_size
-    dataset, why_not = _device_augmentation.device_dataset(search.workload.data, size)
+    dataset, why_not = rebuilding.device_dataset(search.workload.data, size)
     if dataset is None:
         if why_not:
             search.notes.append(f"augmentation in the training step not tried: {why_not}")

@@ -22,10 +22,16 @@ import keras
 import numpy as np
 
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
-from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._training_data import TrainingData
-from tfthroughput.tuning._trial_model import TrialFailed
-from tfthroughput.tuning.loss_check import EXACT_TOLERANCE, MEASURED, OWN_PASS, REPLAYED, LossCheck
+from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.training.data import TrainingData
+from tfthroughput.tuning.training.fit_runner import FitRunner
+from tfthroughput.tuning.training.loss_check import (
+    EXACT_TOLERANCE,
+    MEASURED,
+    OWN_PASS,
+    REPLAYED,
+    LossCheck,
+)
 
 # Most memory the replayed batches may hold; a larger input is read pass by pass instead.
 REPLAY_MAX_BYTES = 512 * 2**20

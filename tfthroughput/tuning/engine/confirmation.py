@@ -6,8 +6,8 @@ user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls,
 included, where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So after the
 search the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed
 up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
-(:func:`~tfthroughput.tuning._measure.compare_together`), each judged against the baseline by
-the search's own paired rule (``_paired``), rounds added up to twice ``rounds`` until every
+(:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the baseline by
+the search's own paired rule (``engine.paired``), rounds added up to twice ``rounds`` until every
 verdict settles. Of those shown faster, the highest median ratio is chosen: the next-best can
 win by the user's work where the pick's last knob helped only the search's runs (a policy that
 helps warm runs and costs in a whole call's set-up, say). If neither is faster, the baseline is
@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tfthroughput.tuning._measure import Comparison, compare_together
-from tfthroughput.tuning._status import FASTER
 from tfthroughput.tuning._table import paired_figure
-from tfthroughput.tuning._trial_model import TrialFailed
+from tfthroughput.tuning.engine.measure import Comparison, compare_together
+from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.engine.verdict import FASTER
 from tfthroughput.tuning.setup import TuneSetup
 
 CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not on 2 of 3
@@ -37,7 +37,7 @@ CONFIRM_SHARE = 0.15  # measured against 0.2: docs/tuning.md, "Why the search is
 # adds a warm-up and a run per round.
 _RIVALS = 1
 # Most rounds, as a multiple of the rounds asked for: the paired rule adds rounds until each
-# verdict settles (``_paired.settled``); the pieces of work are sized for ``rounds``.
+# verdict settles (``engine.paired.settled``); the pieces of work are sized for ``rounds``.
 CONFIRM_CAP = 2
 
 
@@ -122,7 +122,7 @@ def confirm(
     Args:
         start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
             piece of work, ``steps * examples_per_step`` examples in it, ``close()``); raises
-            :class:`~tfthroughput.tuning._trial_model.TrialFailed`.
+            :class:`~tfthroughput.tuning.engine.trial_model.TrialFailed`.
         baseline: The setup as given.
         candidates: ``(setup, label)`` pairs, best first (:func:`picks`).
         rounds: Rounds, each timing every side once, in rotated order.

@@ -1,5 +1,5 @@
-"""Training's workload for the search (``_engine``): a trial is a fresh model trained by ``fit``,
-one timed piece of work is ``steps`` steps of its compiled train function, and its math is
+"""Training's workload for the search (``engine.search``): a trial is a fresh model trained by
+``fit``, one timed piece of work is ``steps`` steps of its compiled train function, and its math is
 checked by its warm-up loss against the baseline's (``loss_check``).
 
 The baseline's timed run is doubled until it lasts 0.1 s (at most 64 times its warm-up); a
@@ -9,7 +9,7 @@ is the limit, the ``steps_per_execution`` line (XLA as compiled), XLA flipped ar
 line's best, the policy (and the line once more on it), larger batches where allowed, the
 pipeline on the best setup (and the line once more on it); why each, and why in that order:
 the knobs' modules and ``docs/tuning.md`` ("What it tries, in order"). The confirmation's
-piece of work is a whole ``fit`` epoch (``_whole_epochs``).
+piece of work is a whole ``fit`` epoch (``training.whole_epochs``).
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning import _device_augmentation, _pipeline, _replay
-from tfthroughput.tuning._batch_knobs import training_batch_knob
-from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
-from tfthroughput.tuning._fit_runner import FitRunner
-from tfthroughput.tuning._knob_lines import Knob
-from tfthroughput.tuning._pipeline_knobs import pipeline_knob, pipeline_on_best_knob
-from tfthroughput.tuning._status import PROBE, REJECTED
-from tfthroughput.tuning._steps_per_execution_knobs import training_steps_per_execution_lines
-from tfthroughput.tuning._training_data import TrainingData
-from tfthroughput.tuning._trial_model import trial_failures
-from tfthroughput.tuning._trial_verdict import measured, speed_status
-from tfthroughput.tuning._whole_epochs import confirm_by_epochs
-from tfthroughput.tuning._xla_and_policy_knobs import training_policy_knob
+from tfthroughput.tuning.engine.search import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning.engine.trial_model import trial_failures
+from tfthroughput.tuning.engine.verdict import PROBE, REJECTED, measured, speed_status
+from tfthroughput.tuning.knobs.batch import training_batch_knob
+from tfthroughput.tuning.knobs.lines import Knob
+from tfthroughput.tuning.knobs.pipeline import pipeline_knob, pipeline_on_best_knob
+from tfthroughput.tuning.knobs.steps_per_execution import training_steps_per_execution_lines
+from tfthroughput.tuning.knobs.xla_and_policy import training_policy_knob
 from tfthroughput.tuning.result import TuneResult, TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training import pipeline as rebuilding
+from tfthroughput.tuning.training import replay
+from tfthroughput.tuning.training.data import TrainingData
+from tfthroughput.tuning.training.fit_runner import FitRunner
+from tfthroughput.tuning.training.whole_epochs import confirm_by_epochs
 
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
 # (docs/tuning.md, "Why the search is shaped so").
@@ -73,14 +73,14 @@ def same_arithmetic_as(base: TuneSetup, setup: TuneSetup) -> bool:
 
 
 class TrainingWorkload(Workload):
-    """Trials of ``fit`` on the user's data (see :class:`~tfthroughput.tuning._engine.Workload`).
+    """Trials of ``fit`` on the user's data (the engine's ``Workload``).
 
     Attributes:
         steps: Steps of every warm-up (the baseline's, rounded up to whole executions).
         timed_steps: Steps of the baseline's timed run, once lengthened.
         plan: The rebuilt input pipeline, once the pipeline knob made one.
         replay: The baseline's warm-up batches as ``fit`` arguments, replayed to every trial
-            that reads the input as given (``_replay``); ``None`` where it cannot be replayed.
+            that reads the input as given (``replay``); ``None`` where it cannot be replayed.
     """
 
     trial_type = TuneTrial
@@ -97,10 +97,10 @@ class TrainingWorkload(Workload):
         super().__init__(build_model, data, settings, clock)
         self.knobs = training_knobs(settings)
         self.steps = self.timed_steps = settings.steps
-        self.plan: _pipeline.PipelinePlan | None = None
+        self.plan: rebuilding.PipelinePlan | None = None
         self.replay: dict | None = None
         self._batch_examples: int | None = None
-        self.measured_tolerance: float | None = None  # _replay.measured_tolerance, once
+        self.measured_tolerance: float | None = None  # replay.measured_tolerance, once
         self.shuffled_tolerance: float | None = None  # the same, arrays shuffled as fit does
 
     def baseline(self) -> FitRunner:
@@ -112,7 +112,7 @@ class TrainingWorkload(Workload):
         while steps < self.settings.steps:
             steps *= 2
         self.steps = steps
-        self.replay, why_not = _replay.replay_feed(self.data, self.data.batch_size, steps)
+        self.replay, why_not = replay.replay_feed(self.data, self.data.batch_size, steps)
         feed = self.data.feed(self.data.batch_size, steps)
         runner = self.runner(None, self.build_model, feed, steps=steps, check_feed=self.replay)
         runner.start(user_model_errors=True)
@@ -148,9 +148,9 @@ class TrainingWorkload(Workload):
         warm, build, check_feed = None, self.build_model, None
         if feed is None:
             feed, warm = self._feed(setup, steps)
-            check_feed = _replay.replayed_for(self, setup)
-        if setup.augment_on_device:  # tuning/_device_augmentation.py
-            build = _device_augmentation.device_builder(self.build_model, feed["x"])
+            check_feed = replay.replayed_for(self, setup)
+        if setup.augment_on_device:  # tuning/training/pipeline.py
+            build = rebuilding.device_builder(self.build_model, feed["x"])
         return self.runner(
             setup,
             build,
@@ -179,7 +179,7 @@ class TrainingWorkload(Workload):
             same_arithmetic = same_arithmetic_as(search.base_setup, setup)
         check = None
         if not probe:
-            check = _replay.loss_check(self, search, setup, runner, same_arithmetic)
+            check = replay.loss_check(self, search, setup, runner, same_arithmetic)
         notes = list(runner.notes)
         if probe:
             status = PROBE
@@ -256,7 +256,7 @@ class TrainingWorkload(Workload):
         check_feed = how.pop("check_feed", None)
         runner_type = FitRunner
         if check_feed is not None:
-            runner_type = _replay.ReplayingFitRunner
+            runner_type = replay.ReplayingFitRunner
             how["check_feed"] = check_feed
         return runner_type(
             setup,
@@ -272,15 +272,15 @@ class TrainingWorkload(Workload):
 
     def _feed(self, setup: TuneSetup, steps: int) -> tuple[dict, Callable[[], None] | None]:
         if setup.augment_on_device:
-            dataset, _ = _device_augmentation.device_dataset(self.data, setup.batch_size)
+            dataset, _ = rebuilding.device_dataset(self.data, setup.batch_size)
             return {"x": dataset, "shuffle": False}, None
         if not setup.pipeline:
             return self.data.feed(setup.batch_size, steps), None
         with trial_failures("train"):  # an input the rebuild cannot take: one line
-            dataset = _pipeline.rebuilt(self.data, self.plan, setup.batch_size)
+            dataset = rebuilding.rebuilt(self.data, self.plan, setup.batch_size)
         batches = self.data.epoch_batches
         if batches is not None and setup.batch_size and self.data.batch_size:
             batches = -(-batches * self.data.batch_size // setup.batch_size)
         cached = self.plan.build_pipeline_kwargs["cache"]
-        warm = (lambda: _pipeline.fill_cache(dataset, batches)) if cached else None
+        warm = (lambda: rebuilding.fill_cache(dataset, batches)) if cached else None
         return {"x": dataset, "shuffle": False}, warm

@@ -13,9 +13,9 @@ from typing import Any
 import keras
 
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._knob_lines import ENDS_AN_INFERENCE_LINE, double_along
-from tfthroughput.tuning._status import FAILED, OVER_LATENCY
+from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.verdict import FAILED, OVER_LATENCY
+from tfthroughput.tuning.knobs.lines import ENDS_AN_INFERENCE_LINE, double_along
 
 LATENCY_SAMPLES = 5  # single-batch calls per runner per round
 _MAX_BATCH_FACTOR = 128  # the largest batch tried in inference, times the given one

@@ -5,7 +5,7 @@ alternating order (baseline first in even rounds, candidate first in odd ones), 
 untimed run of each side that last ran before another model was built (it runs its next work
 slower, once: ``FitRunner.rewarm``). The ratio of each round is the candidate's examples/s over
 the baseline's in that round; the comparison is judged on those ratios alone by the paired
-rule (``_paired``): their median with its sign-test interval, rounds added until it settles.
+rule (``engine.paired``): their median with its sign-test interval, rounds added until it settles.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfthroughput.tuning._paired import FASTER, MAX_ROUNDS, MIN_GAIN, paired_ratio, settled
-from tfthroughput.tuning._trial_runner import TrialRunner
+from tfthroughput.tuning.engine.paired import FASTER, MAX_ROUNDS, MIN_GAIN, paired_ratio, settled
+from tfthroughput.tuning.engine.trial_runner import TrialRunner
 
 # The least gain the search counts (a knob's line going on, inference's best setup changing):
 # the paired rule's own threshold.
@@ -32,7 +32,7 @@ class Comparison:
         examples_per_second: Median examples/s of the candidate.
         baseline_examples_per_second: Median examples/s of the baseline in these rounds.
         ratio: Median of the per-round ratios (candidate / baseline).
-        ratio_low: Low end of the median's sign-test interval (``_paired``).
+        ratio_low: Low end of the median's sign-test interval (``engine.paired``).
         ratio_high: Its high end.
         noise: The interval's half-width relative to the median.
         gpu_utilization: Mean GPU-Util (%) over the candidate's runs, where a GPU is sampled.
@@ -66,7 +66,7 @@ class Comparison:
 
     @property
     def faster(self) -> bool:
-        """Whether the interval's low end exceeds ``1 + MIN_GAIN`` (``_paired``)."""
+        """Whether the interval's low end exceeds ``1 + MIN_GAIN`` (``engine.paired``)."""
         return self.verdict == FASTER
 
     @property
@@ -120,7 +120,7 @@ def compare(
     cap: int = MAX_ROUNDS,
 ) -> Comparison:
     """Time at least ``rounds`` alternated runs of both, then add rounds until the paired rule
-    settles (``_paired.settled``), ``cap`` rounds are run or ``more(rounds_run)`` says no to
+    settles (``engine.paired.settled``), ``cap`` rounds are run or ``more(rounds_run)`` says no to
     another round; raises the candidate's ``TrialFailed``."""
     gpu = gpu or GPUWindows(None)
     gpu.begin()

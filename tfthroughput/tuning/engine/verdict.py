@@ -1,7 +1,7 @@
-"""What the search judges alike in both modes: whether a trial may start within the budget
-(``_engine``), the baseline's trial as given, and a measured trial's speed verdict and
-figures. What each workload checks besides (the loss, the outputs, the latency limit) stays
-with it.
+"""What the search judges alike in both modes: the statuses a trial can end with (as its table
+shows them), whether a trial may start within the budget, the baseline's trial as given, and
+a measured trial's speed verdict and figures. What each workload checks besides (the loss,
+the outputs, the latency limit) stays with it.
 """
 
 from __future__ import annotations
@@ -9,11 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tfthroughput.tuning._measure import Comparison
-from tfthroughput.tuning._paired import FASTER as PAIRED_FASTER
-from tfthroughput.tuning._paired import SLOWER as PAIRED_SLOWER
-from tfthroughput.tuning._status import BASELINE, FASTER, NOT_FASTER, SLOWER
+from tfthroughput.tuning.engine.measure import Comparison
+from tfthroughput.tuning.engine.paired import FASTER as PAIRED_FASTER
+from tfthroughput.tuning.engine.paired import SLOWER as PAIRED_SLOWER
 from tfthroughput.tuning.setup import TuneSetup
+
+# The statuses of a trial, as its table shows them.
+BASELINE = "baseline"
+FASTER = "faster"
+NOT_FASTER = "within noise"
+SLOWER = "slower"
+FAILED = "failed"
+REJECTED = "loss diverges"
+PROBE = "probe"
+# Inference only (tune(..., mode="inference")).
+OUTPUTS_DIFFER = "outputs differ"
+OVER_LATENCY = "over latency limit"
 
 # A margin over the dearest recent trial: trials of one search vary by a few tens of percent
 # on a shared machine (docs/tuning.md, "Why the search is shaped so").
@@ -47,7 +58,7 @@ def as_given(runner: Any) -> dict[str, Any]:
 
 
 def speed_status(comparison: Comparison) -> str:
-    """The paired rule's verdict (``_paired``): faster, slower, or not shown faster."""
+    """The paired rule's verdict (``engine.paired``): faster, slower, or not shown faster."""
     verdict = comparison.verdict
     return (
         FASTER if verdict == PAIRED_FASTER else SLOWER if verdict == PAIRED_SLOWER else NOT_FASTER

@@ -4,6 +4,11 @@ Training's line runs under the model's own XLA setting, then XLA flipped around 
 best, and once more on a new best that a cheaper policy or the rebuilt pipeline made
 (:func:`line_again_on_a_new_best`); every value must divide the user's epoch. Inference's line
 runs up to the batches of one ``predict`` call.
+
+Keras runs whole executions: a value that does not divide ``steps_per_epoch`` silently trains
+more steps than asked (``steps_per_epoch=6`` at ``steps_per_execution=4`` trains 8), so only
+values that divide it are tried where it is given; an epoch that ends with the data needs no
+such care (Keras stops at the data's end).
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._epoch import divides
-from tfthroughput.tuning._knob_lines import (
+from tfthroughput._validation import check_positive_int
+from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.verdict import FAILED
+from tfthroughput.tuning.knobs.lines import (
     ENDS_AN_INFERENCE_LINE,
     double_along,
     doublings,
@@ -21,7 +27,6 @@ from tfthroughput.tuning._knob_lines import (
     halvings,
     walk_along,
 )
-from tfthroughput.tuning._status import FAILED
 from tfthroughput.tuning.setup import TuneSetup
 
 
@@ -126,3 +131,36 @@ def inference_steps_per_execution_line(search: Search) -> None:
         lambda trial: trial.status in ENDS_AN_INFERENCE_LINE,
         line_best=search.best_ratio,
     )
+
+
+def epoch_steps(steps_per_epoch: object, notes: list[str]) -> int | None:
+    """``steps_per_epoch`` as checked, with a note when it is given (``None`` when not).
+
+    Raises:
+        TypeError: If ``steps_per_epoch`` is not an int or None.
+        ValueError: If it is not positive.
+
+    Example:
+        >>> notes = []
+        >>> epoch_steps(100, notes), notes[0][:45]
+        (100, 'steps_per_execution divides the epoch (100 st')
+        >>> epoch_steps(None, [])
+    """
+    given = check_positive_int("steps_per_epoch", steps_per_epoch, allow_none=True)
+    if given is not None:
+        notes.append(
+            f"steps_per_execution divides the epoch ({given} steps, steps_per_epoch): Keras "
+            "runs whole executions, so a value that does not divide it trains more steps than "
+            "asked"
+        )
+    return given
+
+
+def divides(steps_per_execution: int, epoch: int | None) -> bool:
+    """Whether ``steps_per_execution`` keeps the epoch at the steps asked for.
+
+    Example:
+        >>> divides(8, 100), divides(4, 100), divides(64, None)
+        (False, True, True)
+    """
+    return epoch is None or epoch % steps_per_execution == 0

@@ -13,11 +13,11 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._strategy_build import build_from_spec
-from tfthroughput.tuning._trial_model import TrialFailed, trial_failures
-from tfthroughput.tuning._trial_runner import TrialRunner
-from tfthroughput.tuning.loss_check import reported_loss
+from tfthroughput.tuning.engine.trial_model import TrialFailed, trial_failures
+from tfthroughput.tuning.engine.trial_runner import TrialRunner
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training.loss_check import reported_loss
+from tfthroughput.tuning.training.strategy_build import build_from_spec
 
 
 class _EpochSeconds(keras.callbacks.Callback):

@@ -3,14 +3,14 @@ order, one trial at a time against the baseline within the time budget, the best
 confirmation and the result.
 
 What differs between training and inference is the :class:`Workload` the search is given
-(``_training_workload``, ``_inference_workload``): how a trial's runner is built and what one
+(``training.workload``, ``inference.workload``): how a trial's runner is built and what one
 timed piece of its work is, how its math is checked (the loss, the outputs), which knobs are
 tried in which order, and the result it makes. The rules live here once:
 
 - A trial is skipped when the time left is less than 1.25 times the cost of the dearest of the
-  last three trials (:func:`~tfthroughput.tuning._trial_verdict.over_budget`).
-- Every trial is measured against the baseline in alternated rounds (``_measure.compare``),
-  judged by the paired rule (``_paired``), rounds added until it settles or the budget is spent.
+  last three trials (:func:`~tfthroughput.tuning.engine.verdict.over_budget`).
+- Every trial is measured against the baseline in alternated rounds (``measure.compare``),
+  judged by the paired rule (``paired``), rounds added until it settles or the budget is spent.
 - A ``"faster"`` trial becomes the best setup when its median ratio beats the best so far by
   the workload's ``best_margin`` (training: any gain; inference: the noise floor, so a knob
   that gains nothing measurable is not added).
@@ -29,12 +29,11 @@ from typing import Any
 import keras
 
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
-from tfthroughput.tuning._environment import clear_session, gpu_sampler, random_state_kept
-from tfthroughput.tuning._measure import Comparison, GPUWindows, compare
-from tfthroughput.tuning._status import FAILED, FASTER
-from tfthroughput.tuning._trial_model import TrialFailed
-from tfthroughput.tuning._trial_verdict import as_given, over_budget
-from tfthroughput.tuning.confirmation import Confirmation, contenders, picks, run_examples
+from tfthroughput.tuning.engine.confirmation import Confirmation, contenders, picks, run_examples
+from tfthroughput.tuning.engine.environment import clear_session, gpu_sampler, random_state_kept
+from tfthroughput.tuning.engine.measure import Comparison, GPUWindows, compare
+from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.engine.verdict import FAILED, FASTER, as_given, over_budget
 from tfthroughput.tuning.setup import TuneSetup
 
 # Timed runs of the baseline are lengthened to at most this many times its warm-up.
@@ -92,8 +91,8 @@ class BestSoFar:
 
 class Workload:
     """What a mode of ``tune`` brings to the search; subclasses define the methods without a
-    default. Its runners are ``_fit_runner.FitRunner``, ``_predict_runner.PredictRunner``
-    (both ``_trial_runner.TrialRunner``s), or a test's with known costs.
+    default. Its runners are ``FitRunner``, ``PredictRunner`` (both ``TrialRunner``s), or a
+    test's with known costs.
 
     Args:
         build_model: The user's builder.

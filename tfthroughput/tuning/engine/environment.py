@@ -1,6 +1,6 @@
-"""What every tune search shares around its trials: the dtype policy to try, a clean Keras
-session between searches, the caller's random state kept, and the GPU sampler (training and
-inference alike)."""
+"""What every tune search shares around its trials: the dtype policy to try (from
+``recommend_precision`` for the devices the Keras backend uses, with or without TensorFlow), a
+clean Keras session between searches, the caller's random state kept, and the GPU sampler."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ from typing import Any
 import keras
 import numpy as np
 
-from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
-from tfthroughput.tuning._devices import recommendation_here
-from tfthroughput.tuning.distribution import may_clear_session
+from tfthroughput.precision.precision_recommendation import (
+    DeviceDescription,
+    PrecisionRecommendation,
+    read_cpu_flags,
+    recommend_precision,
+)
+from tfthroughput.tuning.training.distribution import may_clear_session
 
 
 def clear_session(policy: Any) -> None:
@@ -117,3 +121,38 @@ def gpu_sampler() -> Any:
     if not discovery.sources:
         return None
     return Sampler(discovery.sources, interval=0.05).start()
+
+
+def recommendation_here() -> PrecisionRecommendation:
+    """What ``recommend_precision`` says for this machine: TensorFlow's device list under the
+    TensorFlow backend; JAX's (or PyTorch's) GPUs and the CPU's flags otherwise."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return recommend_precision()
+    devices = []
+    if backend == "jax":
+        import jax
+
+        for device in jax.devices():
+            if device.platform == "gpu":
+                devices.append(DeviceDescription("GPU", device.device_kind, _cc(device)))
+            elif device.platform == "tpu":
+                devices.append(DeviceDescription("TPU", device.device_kind))
+    elif backend == "torch":
+        import torch
+
+        for index in range(torch.cuda.device_count()):
+            capability = tuple(int(v) for v in torch.cuda.get_device_capability(index))
+            devices.append(DeviceDescription("GPU", torch.cuda.get_device_name(index), capability))
+    name, flags = read_cpu_flags()
+    devices.append(DeviceDescription("CPU", name, cpu_flags=flags))
+    return recommend_precision(devices)
+
+
+def _cc(device: object) -> tuple[int, int] | None:
+    value = getattr(device, "compute_capability", None)
+    try:
+        major, minor = str(value).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None

@@ -1,15 +1,15 @@
 """How the step computes, in either mode: XLA flipped, and the recommended dtype policy.
 
 Inference flips XLA on its best setup (:func:`xla_knob`); training flips it around its
-``steps_per_execution`` line's best (``_steps_per_execution_knobs``). Both try the policy
+``steps_per_execution`` line's best (``knobs.steps_per_execution``). Both try the policy
 ``recommend_precision`` recommends (:func:`policy_knob`); training then runs its
 ``steps_per_execution`` line once more where the policy made a new best.
 """
 
 from __future__ import annotations
 
-from tfthroughput.tuning._engine import Search
-from tfthroughput.tuning._steps_per_execution_knobs import line_again_on_a_new_best
+from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.knobs.steps_per_execution import line_again_on_a_new_best
 
 
 def xla_knob(search: Search) -> None:

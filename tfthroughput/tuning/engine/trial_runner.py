@@ -4,8 +4,8 @@ as given), started once (its warm-up timed, its memory measured), then timed on 
 A runner stays alive for all of its rounds, so tracing and XLA compilation happen once, in
 the warm-up. Every runner starts from the same seed, so its initial weights equal the
 baseline's and its first results can be compared with the baseline's. What a warm-up and a
-timed run are is the mode's: :class:`~tfthroughput.tuning._fit_runner.FitRunner` (``fit``)
-and :class:`~tfthroughput.tuning._predict_runner.PredictRunner` (``predict``).
+timed run are is the mode's: :class:`~tfthroughput.tuning.training.fit_runner.FitRunner` (``fit``)
+and :class:`~tfthroughput.tuning.inference.predict_runner.PredictRunner` (``predict``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import keras
 
 from tfthroughput.diagnosis.trial_memory import PeakAdded, release_free_memory, to_mib
-from tfthroughput.tuning._trial_model import (
+from tfthroughput.tuning.engine.trial_model import (
     USER_MODEL_ERRORS,
     device_peak_bytes,
     trial_failures,
@@ -77,7 +77,7 @@ class TrialRunner:
 
     def start(self, *, user_model_errors: bool = False) -> None:
         """Build, configure and warm up; ``warmup_seconds`` and ``memory_mib`` are this
-        start's. Raises :class:`~tfthroughput.tuning._trial_model.TrialFailed` with the reason.
+        start's. Raises ``TrialFailed`` (``engine.trial_model``) with the reason.
 
         With ``user_model_errors``, a builder that returns no (compiled) model raises its own
         ``TypeError``/``ValueError`` (the baseline: the user must fix the builder)."""
@@ -96,7 +96,7 @@ class TrialRunner:
     def rewarm(self) -> None:
         """One short untimed run before a comparison's rounds, where the mode needs it and
         another model was started since this one last ran (see
-        :meth:`FitRunner.rewarm <tfthroughput.tuning._fit_runner.FitRunner.rewarm>`)."""
+        :meth:`FitRunner.rewarm <tfthroughput.tuning.training.fit_runner.FitRunner.rewarm>`)."""
 
     def close(self) -> None:
         """Drop the model and collect it, so the next trial has its memory."""

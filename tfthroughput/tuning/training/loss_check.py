@@ -1,7 +1,7 @@
 """Does a candidate keep the baseline's arithmetic? The losses of the warm-up, compared.
 
 Every trial starts from the same seed (so the same initial weights and random draws) and
-warms up on the baseline's batches, taken once from the input and replayed (``_replay``), so
+warms up on the baseline's batches, taken once from the input and replayed (``training.replay``), so
 the mean training loss of its warm-up is comparable with the baseline's. Knobs that must not
 change the arithmetic (``steps_per_execution``, a rebuilt pipeline that keeps the order) must
 match it within :data:`EXACT_TOLERANCE`, or, where the knob changes the random stream itself,

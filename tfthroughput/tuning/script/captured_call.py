@@ -1,5 +1,5 @@
 """``tune`` run on a call a running script was about to make (``tfthroughput tune SCRIPT``,
-``autotune()``): the model rebuilt from the call (:mod:`tfthroughput.tuning.model_rebuild`),
+``autotune()``): the model rebuilt from the call (:mod:`tfthroughput.tuning.script.model_rebuild`),
 the call's data, and the script's random state left as it was."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def tune_captured(call: CapturedCall, **tune_options: Any):
             refuses the call (its message in one line).
     """
     from tfthroughput.tuning import tune
-    from tfthroughput.tuning._environment import random_state_kept
-    from tfthroughput.tuning.model_rebuild import CannotRebuild, builder
+    from tfthroughput.tuning.engine.environment import random_state_kept
+    from tfthroughput.tuning.script.model_rebuild import CannotRebuild, builder
 
     inference = tune_options.get("mode") == "inference"
     data, extra = tune_data(call.arguments, inference)

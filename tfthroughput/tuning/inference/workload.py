@@ -1,6 +1,6 @@
-"""Inference's workload for the search (``_engine``): a trial is a fresh model called by
+"""Inference's workload for the search (``engine.search``): a trial is a fresh model called by
 ``predict``, one timed piece of work is the timed part of a ``predict`` call with the
-baseline's examples (``_predict_runner``), and its math is checked by its outputs
+baseline's examples (``inference.predict_runner``), and its math is checked by its outputs
 (``output_check``): against the baseline's, or, where it only adds ``steps_per_execution``
 to the best setup so far, exactly against that setup's. Before each round both runners take a
 few single-batch latency samples; a trial over ``max_batch_latency_ms`` is not chosen.
@@ -21,18 +21,17 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._batch_knobs import LATENCY_SAMPLES, inference_batch_line
-from tfthroughput.tuning._engine import Search, SearchSettings, Workload, lengthen
-from tfthroughput.tuning._inference_data import InferenceData
-from tfthroughput.tuning._knob_lines import Knob
-from tfthroughput.tuning._measure import MIN_NOISE
-from tfthroughput.tuning._predict_runner import PredictRunner
-from tfthroughput.tuning._status import OUTPUTS_DIFFER, OVER_LATENCY
-from tfthroughput.tuning._steps_per_execution_knobs import inference_steps_per_execution_line
-from tfthroughput.tuning._trial_verdict import measured, speed_status
-from tfthroughput.tuning._xla_and_policy_knobs import policy_knob, xla_knob
-from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
-from tfthroughput.tuning.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
+from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.engine.measure import MIN_NOISE
+from tfthroughput.tuning.engine.search import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning.engine.verdict import OUTPUTS_DIFFER, OVER_LATENCY, measured, speed_status
+from tfthroughput.tuning.inference.data import InferenceData
+from tfthroughput.tuning.inference.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
+from tfthroughput.tuning.inference.predict_runner import PredictRunner
+from tfthroughput.tuning.knobs.batch import LATENCY_SAMPLES, inference_batch_line
+from tfthroughput.tuning.knobs.lines import Knob
+from tfthroughput.tuning.knobs.steps_per_execution import inference_steps_per_execution_line
+from tfthroughput.tuning.knobs.xla_and_policy import policy_knob, xla_knob
 from tfthroughput.tuning.result import InferenceTrial, InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -66,7 +65,7 @@ def inference_knobs(settings: InferenceSettings) -> tuple[Knob, ...]:
 
 class InferenceWorkload(Workload):
     """Trials of ``predict`` on the user's inputs (see
-    :class:`~tfthroughput.tuning._engine.Workload`).
+    :class:`~tfthroughput.tuning.engine.search.Workload`).
 
     ``runner`` makes each trial's runner (:class:`PredictRunner`'s signature); tests give one
     with known costs.
@@ -185,7 +184,7 @@ class InferenceWorkload(Workload):
 
     def confirm(self, search: Search, candidates: list, most: float) -> Confirmation:
         """The pick against a rebuilt baseline by whole ``predict`` calls on the data as given
-        (``tuning/confirmation.py``)."""
+        (``tuning/engine/confirmation.py``)."""
         base = search.base_setup
         size = base.batch_size or 1
         most = most // size * size  # whole batches of the given size: the same examples each

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning import _device_augmentation, _pipeline
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
-from tfthroughput.tuning._training_data import TrainingData
-from tfthroughput.tuning.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training import pipeline as rebuilding
+from tfthroughput.tuning.training.data import TrainingData
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def epoch_feed(
     data: TrainingData,
     setup: TuneSetup,
     plan: EpochPlan,
-    pipeline: _pipeline.PipelinePlan | None,
+    pipeline: rebuilding.PipelinePlan | None,
     steps_per_epoch: int | None,
 ) -> tuple[dict[str, Any], Any]:
     """``fit`` arguments of one timed epoch for ``setup`` (its ``steps_per_epoch`` included),
@@ -94,11 +94,11 @@ def epoch_feed(
     size, warm = setup.batch_size, None
     if setup.augment_on_device or setup.pipeline:  # rebuilt: repeating, so the epoch is told
         if setup.augment_on_device:
-            dataset, _ = _device_augmentation.device_dataset(data, size)
+            dataset, _ = rebuilding.device_dataset(data, size)
         else:
-            dataset = _pipeline.rebuilt(data, pipeline, size)
+            dataset = rebuilding.rebuilt(data, pipeline, size)
             if pipeline.build_pipeline_kwargs["cache"]:
-                warm = lambda: _pipeline.fill_cache(dataset, plan.length)  # noqa: E731
+                warm = lambda: rebuilding.fill_cache(dataset, plan.length)  # noqa: E731
         return {"x": dataset, "steps_per_epoch": plan.steps, "shuffle": False}, warm
     # As the user feeds it; the epoch is told where the user tells it or it is shortened.
     told = plan.steps if (steps_per_epoch is not None or not plan.whole) else None
@@ -121,10 +121,10 @@ def confirm_by_epochs(
     workload: Any, base: TuneSetup, candidates: list[tuple[TuneSetup, str]], most: float
 ) -> Confirmation:
     """The search's pick against a rebuilt baseline by whole ``fit`` epochs of the user's data
-    (``tuning/confirmation.py``), each epoch at most ``most`` examples.
+    (``tuning/engine/confirmation.py``), each epoch at most ``most`` examples.
 
     Args:
-        workload: Training's workload (``_training_workload``): its data, settings, pipeline
+        workload: Training's workload (``training.workload``): its data, settings, pipeline
             plan and runners.
         base: The setup as given.
         candidates: ``(setup, label)`` pairs to confirm, best first.
@@ -139,7 +139,7 @@ def confirm_by_epochs(
         feed, warm = epoch_feed(data, setup, plan, workload.plan, epoch)
         build = workload.build_model
         if setup.augment_on_device:
-            build = _device_augmentation.device_builder(build, feed["x"])
+            build = rebuilding.device_builder(build, feed["x"])
         told = feed.pop("steps_per_epoch")
         given = None if setup == base else setup
         runner = workload.runner(

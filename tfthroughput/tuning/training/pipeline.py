@@ -10,18 +10,26 @@ options (autotuning, parallel map, deterministic order, so the loss check still 
 Arrays are shuffled every pass over all their examples after the cache, as ``fit`` shuffles
 arrays by default: the tuned ``fit`` trains on what the user's did (the loss check then holds
 the rebuilt pipeline to the input's measured pass-to-pass variation).
+
+Where the input is the limit, a CPU augmentation of ``build_pipeline``'s may move into the
+training step: the same pipeline rebuilt with ``augment_on="device"``, each fresh model trained
+inside :class:`~tfthroughput.data.DeviceAugmented` (a new random stream: loss checked at
+``loss_tolerance``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import keras
 
 from tfthroughput._optional import import_tensorflow
 from tfthroughput.data.keras_inputs import describe_workers
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
-from tfthroughput.tuning._training_data import TrainingData
+from tfthroughput.tuning.training.data import TrainingData
 
 # Lint rules about speed (not about reproducibility).
 _SPEED_RULES = frozenset(
@@ -169,3 +177,37 @@ def fill_cache(dataset: Any, batches: int | None) -> None:
     iterator = iter(dataset)
     for _ in range(batches + 1):
         next(iterator)
+
+
+def device_dataset(data: TrainingData, batch_size: int | None) -> tuple[Any, str]:
+    """The pipeline rebuilt with ``augment_on="device"`` (repeating), or ``None`` and why not
+    (``""`` where the knob does not apply: no CPU augmentation of ``build_pipeline``'s)."""
+    if data.kind == ARRAYS:
+        return None, ""
+    from tfthroughput.data.device_augmentation import rebuilt as rebuilt_on_device
+
+    changes: dict[str, Any] = {"augment_on": "device", "repeat": True}
+    if batch_size is not None:
+        changes["batch_size"] = batch_size
+    try:
+        dataset = rebuilt_on_device(data.value, **changes)
+    except (TypeError, ValueError) as error:
+        return None, str(error).split(". Received:")[0]
+    return dataset, ""
+
+
+def device_builder(
+    build_model: Callable[[], keras.Model], dataset: Any
+) -> Callable[[], keras.Model]:
+    """A model builder for the trial: the user's model in ``DeviceAugmented``, compiled alike."""
+    from tfthroughput.data.device_augmented import DeviceAugmented
+
+    def build() -> keras.Model:
+        model = build_model()
+        if not getattr(model, "compiled", False):
+            return model  # refused by the runner's own model check, with its message
+        trainer = DeviceAugmented(model, dataset)
+        trainer.compile_from_config(model.get_compile_config())
+        return trainer
+
+    return build

@@ -1,4 +1,4 @@
-"""A trial's model in either mode (built by ``_trial_runner.TrialRunner`` for ``fit`` and
+"""A trial's model in either mode (built by ``engine.trial_runner.TrialRunner`` for ``fit`` and
 for ``predict``): the fresh model under a setup (or as given), the failures that end a trial
 with a one-line reason, and the device's peak memory."""
 
@@ -15,8 +15,8 @@ import keras
 from tfthroughput._validation import check_model
 from tfthroughput.precision.policy import check_mixed_precision_outputs, mixed_precision
 from tfthroughput.precision.xla import is_xla_failure
-from tfthroughput.tuning.distribution import replica_failure
 from tfthroughput.tuning.setup import TuneSetup
+from tfthroughput.tuning.training.distribution import replica_failure
 
 # What a builder of the model as given may raise unchanged: the user must fix the builder.
 USER_MODEL_ERRORS = (TypeError, ValueError)

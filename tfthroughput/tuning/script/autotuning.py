@@ -63,8 +63,8 @@ def autotune(*, disable: bool = False, **tune_options: Any) -> None:
 
 
 def _tune_and_apply(kind: str, call: CapturedCall, tune_options: dict[str, Any]) -> None:
-    from tfthroughput.tuning.call_apply import apply_at_call, later_calls_hook
-    from tfthroughput.tuning.captured_call import CannotTune, tune_captured
+    from tfthroughput.tuning.script.call_apply import apply_at_call, later_calls_hook
+    from tfthroughput.tuning.script.captured_call import CannotTune, tune_captured
 
     try:
         result = tune_captured(call, **tune_options)
