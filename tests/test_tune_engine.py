@@ -1,17 +1,21 @@
-"""The search engine (tuning/engine/search.py) against a fake workload with known costs: no model,
-no fit. Each setup's runner takes a known number of seconds per run on a FakeClock, so every
-ratio, the paired rule's verdicts and the best setup so far are exact."""
+"""The search engine (tuning/engine/search.py) against a fake workload with known costs: no
+model, no fit. Each setup's runner takes a known number of seconds per run on a FakeClock, so
+every ratio, the paired rule's verdicts and the best setup so far are exact; the knobs are
+generators that propose setups and are sent the judged trials back."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 from dataclasses import dataclass
 
 from fakes import FakeClock
 
 from tfthroughput.tuning._result_base import TrialBase
-from tfthroughput.tuning.engine.measure import GPUWindows
-from tfthroughput.tuning.engine.search import BestSoFar, Search, SearchSettings, Workload
+from tfthroughput.tuning.engine.contract import BestSoFar, Mode, Proposal, SearchSettings, Workload
+from tfthroughput.tuning.engine.search import Search
 from tfthroughput.tuning.engine.trial_model import TrialFailed
+from tfthroughput.tuning.engine.trial_runner import TrialRunner
 from tfthroughput.tuning.engine.verdict import (
     BASELINE,
     FAILED,
@@ -36,28 +40,38 @@ class Trial(TrialBase):
     reason: str = ""
 
 
-class Runner:
-    """``seconds`` per run on ``clock``; a start that fails where ``fails``."""
+class Runner(TrialRunner):
+    """``seconds`` per run on ``clock``; a start that fails where ``fails``. Each run records
+    the names of the functions on the stack, to show which are there while a trial runs."""
 
-    steps, examples_per_step = 10, 8
+    loop, host_memory = "train", False
 
     def __init__(self, setup, clock, seconds, fails=False):
-        self.setup, self.clock, self.seconds, self.fails = setup, clock, seconds, fails
-        self.warmup_seconds, self.memory_mib, self.notes, self.closed = 0.0, None, [], False
+        super().__init__(setup, lambda: None, steps=10, seed=0, clock=clock, batch_size=8)
+        self.seconds, self.fails, self.closed = seconds, fails, False
+        self.examples_per_step = 8
+        self.stacks: list[set[str]] = []
 
-    def start(self):
+    def start(self, *, user_model_errors=False):
         if self.fails:
             raise TrialFailed("out of memory")
 
-    def rewarm(self):
-        pass
-
     def run(self):
-        self.clock.advance(self.seconds)
+        self.stacks.append({frame.function for frame in inspect.stack()})
+        self._clock.advance(self.seconds)
         return self.seconds
 
     def close(self):
         self.closed = True
+
+
+def steps_per_execution_knob(view):
+    """Proposes 2, 4 and 8, keeping what it was sent back."""
+    sent_back = []
+    for value in (2, 4, 8):
+        trial = yield Proposal(GIVEN.with_(steps_per_execution=value))
+        sent_back.append(trial)
+    steps_per_execution_knob.sent_back = sent_back
 
 
 class KnownCosts(Workload):
@@ -66,62 +80,51 @@ class KnownCosts(Workload):
     trial_type = Trial
     cannot_run = "The fake cannot run"
     COSTS = {1: 1.0, 2: 0.5, 4: 0.98, 8: 0.1}
+    knobs = (steps_per_execution_knob,)
 
-    def __init__(self, build_model, data, settings, clock):
-        super().__init__(build_model, data, settings, clock)
-        self.runners = []
-        self.knobs = (
-            lambda search: [
-                search.try_setup(GIVEN.with_(steps_per_execution=v)) for v in (2, 4, 8)
-            ],
-        )
+    def __init__(self, clock):
+        self.clock, self.runners = clock, []
 
     def _runner(self, setup):
-        runner = Runner(
-            setup,
-            self.clock,
-            self.COSTS[setup.steps_per_execution],
-            fails=setup.steps_per_execution == 8,
-        )
+        spe = setup.steps_per_execution
+        runner = Runner(setup, self.clock, self.COSTS[spe], fails=spe == 8)
         self.runners.append(runner)
         return runner
 
     def baseline(self):
-        runner = self._runner(GIVEN)
-        runner.start()
-        return runner
+        self.mode = Mode(None, frozenset({FAILED}), 1, lambda setup: (8, ""))
+        return self._runner(GIVEN)
 
-    def candidate(self, search, setup, **how):
-        return self._runner(setup)
+    def candidate(self, view, proposal):
+        return self._runner(proposal.setup)
 
-    def judge(self, search, setup, label, runner, comparison, **how):
-        return Trial(setup, label, speed_status(comparison), **measured(comparison))
+    def judge(self, view, proposal, runner, comparison):
+        status = speed_status(comparison)
+        return Trial(proposal.setup, proposal.label, status, **measured(comparison))
 
-    def search_run_examples(self, search):
-        return 80.0
-
-    def chosen_notes(self, baseline, chosen):
-        return []
+    def confirm(self, view, candidates, most):
+        raise AssertionError("no confirmation asked")
 
     def result(self, **fields):
         return fields
 
 
-def search() -> Search:
+def search(budget: float = 1000.0) -> Search:
     settings = SearchSettings(
         steps=10,
         rounds=3,
-        time_budget=1000.0,
+        time_budget=budget,
         seed=0,
         max_steps_per_execution=8,
         policy=None,
         try_xla=False,
         notes=(),
     )
-    return Search(KnownCosts, lambda: None, None, settings, FakeClock(), GPUWindows(None))
+    clock = FakeClock()
+    return Search(KnownCosts(clock), settings, clock)
 
 
-def test_the_engine_tries_each_setup_against_the_baseline_and_keeps_the_best_as_a_record():
+def test_the_engine_tries_each_proposal_against_the_baseline_and_keeps_the_best_as_a_record():
     engine = search()
     result = engine.run()
 
@@ -130,13 +133,37 @@ def test_the_engine_tries_each_setup_against_the_baseline_and_keeps_the_best_as_
     # 2x in every round: 5 rounds, the first with a 90 % interval, already one point.
     two = result["trials"][1]
     assert (two.ratio, two.ratio_low, two.ratio_high, two.rounds) == (2.0, 2.0, 2.0, 5)
+    assert two.label == "steps_per_execution=2"
     # 1.02x in every round: narrow, below 1 + MIN_GAIN: not shown faster, no more rounds.
     assert result["trials"][2].rounds == 5
     assert result["trials"][3].reason == "out of memory"
+    # The baseline's speed is the median of its runs in every trial's rounds: 80 examples/s.
+    assert result["trials"][0].examples_per_second == 8 * 10 / 1.0
     assert isinstance(engine.best, BestSoFar)
     assert engine.best.setup == GIVEN.with_(steps_per_execution=2) and engine.best.ratio == 2.0
     assert result["chosen"] == engine.best.setup  # no confirmation asked
     assert all(runner.closed for runner in engine.workload.runners)
+
+
+def test_a_knob_is_sent_each_judged_trial_and_is_off_the_stack_while_it_runs():
+    engine = search()
+    result = engine.run()
+
+    assert steps_per_execution_knob.sent_back == list(result["trials"][1:])
+    timed = [stack for runner in engine.workload.runners for stack in runner.stacks]
+    assert timed and all("run" in stack for stack in timed)
+    assert not any("steps_per_execution_knob" in stack for stack in timed)
+
+
+def test_a_knob_is_sent_none_once_the_budget_is_spent():
+    # The baseline's start costs nothing; each trial about 5 rounds of 1.5 s: 2 trials fit
+    # in 20 s with the 1.25x margin, the third does not.
+    engine = search(budget=20.0)
+    result = engine.run()
+
+    assert [t.setup.steps_per_execution for t in result["trials"]] == [1, 2, 4]
+    assert steps_per_execution_knob.sent_back[2] is None
+    assert result["stopped_by_budget"]
 
 
 def test_the_baseline_is_the_best_until_a_trial_beats_it():
@@ -144,3 +171,13 @@ def test_the_baseline_is_the_best_until_a_trial_beats_it():
     engine._measure_baseline()
     assert engine.best == BestSoFar(GIVEN) and engine.best.ratio == 1.0
     engine.base.close()
+
+
+def test_the_workload_contract_is_five_methods():
+    methods = {
+        name
+        for name, value in vars(Workload).items()
+        if callable(value) and not name.startswith("_")
+    }
+    assert methods == {"baseline", "candidate", "judge", "confirm", "result"}
+    assert sys.modules[Workload.__module__].Runner.__doc__

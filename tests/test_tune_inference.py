@@ -15,7 +15,7 @@ import pytest
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
-from tfthroughput.tuning.engine.measure import GPUWindows
+from tfthroughput.tuning.engine.search import Search
 from tfthroughput.tuning.engine.verdict import (
     BASELINE,
     FAILED,
@@ -26,8 +26,8 @@ from tfthroughput.tuning.engine.verdict import (
 )
 from tfthroughput.tuning.inference.data import inference_data
 from tfthroughput.tuning.inference.output_check import compare_outputs
-from tfthroughput.tuning.inference.predict_runner import percentile
-from tfthroughput.tuning.inference.workload import InferenceSearch, InferenceSettings
+from tfthroughput.tuning.inference.predict_runner import LATENCY_SAMPLES, percentile
+from tfthroughput.tuning.inference.workload import InferenceSettings, InferenceWorkload
 from tfthroughput.tuning.setup import TuneSetup
 
 # ----------------------------------------------------------------- the search, on known costs
@@ -53,6 +53,7 @@ class FakePredictRunner:
         self._cost, self.setup, self._data, self.steps = cost, setup, data, steps
         self.latencies, self.notes = [], []
         self.warmup_seconds, self.memory_mib, self.outputs = 0.5, None, None
+        self.solo_speed = None
 
     def rewarm(self):
         pass
@@ -76,6 +77,22 @@ class FakePredictRunner:
     def latency_ms(self, fraction):
         return 1000.0 * percentile(self.latencies, fraction) if self.latencies else None
 
+    @property
+    def reference(self):
+        return self.outputs
+
+    def before_round(self):
+        self.sample_latency(LATENCY_SAMPLES)
+
+    def figures(self):
+        return {
+            "warmup_seconds": self.warmup_seconds,
+            "memory_mib": self.memory_mib,
+            "reason": "",
+            "latency_p50_ms": self.latency_ms(0.5),
+            "latency_p95_ms": self.latency_ms(0.95),
+        }
+
     def set_steps(self, steps):
         self.steps = steps
 
@@ -97,9 +114,8 @@ def search(cost, *, examples=1024, limit=None, policy=None, xla=True, tolerance=
         try_xla=xla,
         notes=(),
     )
-    return InferenceSearch(
-        None, data, settings, lambda: 0.0, GPUWindows(None), runner=cost.runner
-    ).run()
+    workload = InferenceWorkload(None, data, settings, lambda: 0.0, runner=cost.runner)
+    return Search(workload, settings, lambda: 0.0).run()
 
 
 class XlaSlowsBfloat16(KnownCost):

@@ -306,10 +306,10 @@ def test_an_input_too_large_to_replay_is_read_pass_by_pass(monkeypatch):
 def measured_check(measured_variation: float, candidate_loss: float):
     settings = SimpleNamespace(loss_tolerance=0.05)
     workload = SimpleNamespace(settings=settings, measured_tolerance=measured_variation)
-    search = SimpleNamespace(base=SimpleNamespace(warmup_loss=1.0))
+    view = SimpleNamespace(base_runner=SimpleNamespace(warmup_loss=1.0))
     rebuilt = SimpleNamespace(pipeline=True, augment_on_device=False, batch_size=8)
     runner = SimpleNamespace(warmup_loss=candidate_loss)
-    return loss_check(workload, search, rebuilt, runner, same_arithmetic=True)
+    return loss_check(workload, view, rebuilt, runner, same_arithmetic=True)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ blocked (tests/test_tune_backends.py).
 
 from __future__ import annotations
 
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -681,3 +683,31 @@ def test_the_rebuilt_pipeline_of_arrays_shuffles_every_pass_as_fit_does():
 
     dataset = training_data(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4), None)
     assert "shuffle_buffer" not in plan(dataset).build_pipeline_kwargs
+
+
+def test_a_trials_fit_runs_at_most_8_frames_below_tune():
+    # The search alone runs trials (a knob is a suspended generator meanwhile), so the user's
+    # fit is near the top of a traceback from inside it. The loss check's passes of the input
+    # (its measured variation) and the confirmation's epochs run deeper, under their own names.
+    depths: dict[str, list[int]] = {"measured_tolerance": [], "confirm_by_epochs": [], "search": []}
+
+    class Counted(keras.Model):
+        def fit(self, *args, **kwargs):
+            frame, depth, names = sys._getframe(), 0, set()
+            while frame.f_code.co_name != "tune":
+                names.add(frame.f_code.co_name)
+                frame, depth = frame.f_back, depth + 1
+            depths[next((name for name in depths if name in names), "search")].append(depth)
+            return super().fit(*args, **kwargs)
+
+    def build() -> keras.Model:
+        inputs = keras.Input((16,))
+        model = Counted(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    tune(build, arrays(), batch_size=16, **QUICK)
+    assert depths["search"] and depths["confirm_by_epochs"]
+    assert max(depths["search"]) <= 8, depths
+    assert max(depths["measured_tolerance"], default=0) <= 10, depths
+    assert max(depths["confirm_by_epochs"]) <= 15, depths

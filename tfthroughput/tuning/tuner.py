@@ -18,7 +18,7 @@ from tfthroughput._validation import leading_dimension
 from tfthroughput.precision.precision_recommendation import PrecisionRecommendation
 from tfthroughput.tuning._settings import inference_settings, training_settings
 from tfthroughput.tuning.engine.confirmation import CONFIRM_ROUNDS
-from tfthroughput.tuning.engine.search import run_search
+from tfthroughput.tuning.engine.search import Search
 from tfthroughput.tuning.inference.data import InferenceArguments
 from tfthroughput.tuning.inference.workload import InferenceWorkload
 from tfthroughput.tuning.result import InferenceTuneResult, TuneResult
@@ -113,9 +113,8 @@ def _tune_training(given: dict[str, Any]) -> TuneResult:
     arguments = TuneArguments(**given)  # checked on creation (tuning/training/data.py)
     build_model = in_scope(arguments.build_model, arguments.strategy)
     settings = training_settings(arguments)
-    result = run_search(
-        TrainingWorkload, build_model, arguments.training, settings, arguments.clock
-    )
+    workload = TrainingWorkload(build_model, arguments.training, settings, arguments.clock)
+    result = Search(workload, settings, arguments.clock).run()
     return describe(result, arguments.strategy, lambda: _examples_per_step(arguments.training))
 
 
@@ -124,7 +123,8 @@ def _tune_inference(given: dict[str, Any]) -> InferenceTuneResult:
     arguments = InferenceArguments(**given)
     settings = inference_settings(arguments)
     inputs, clock = arguments.inputs, arguments.clock
-    return run_search(InferenceWorkload, arguments.build_model, inputs, settings, clock)
+    workload = InferenceWorkload(arguments.build_model, inputs, settings, clock)
+    return Search(workload, settings, clock).run()
 
 
 def _examples_per_step(training: Any) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import keras
 
@@ -74,6 +75,7 @@ class TrialRunner:
         self.warmup_seconds = 0.0
         self.memory_mib: float | None = None
         self.notes: list[str] = []
+        self.solo_speed: float | None = None  # examples/s of its own lengthened run
 
     def start(self, *, user_model_errors: bool = False) -> None:
         """Build, configure and warm up; ``warmup_seconds`` and ``memory_mib`` are this
@@ -92,6 +94,22 @@ class TrialRunner:
     def run(self) -> float:
         """Seconds of one timed run of ``steps`` steps."""
         raise NotImplementedError
+
+    @property
+    def reference(self) -> Any:
+        """What a later trial may be checked against exactly; nothing by default."""
+        return None
+
+    def before_round(self) -> None:
+        """Untimed work before each alternated round; nothing by default."""
+
+    def figures(self) -> dict[str, Any]:
+        """Its trial's fields besides the comparison's."""
+        return {
+            "warmup_seconds": self.warmup_seconds,
+            "memory_mib": self.memory_mib,
+            "reason": "; ".join(self.notes),
+        }
 
     def rewarm(self) -> None:
         """One short untimed run before a comparison's rounds, where the mode needs it and

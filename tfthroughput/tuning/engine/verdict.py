@@ -6,6 +6,7 @@ the outputs, the latency limit) stays with it.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,16 +45,18 @@ def describe(setup: TuneSetup) -> str:
     return f"steps_per_execution={setup.steps_per_execution}, XLA {xla}, {setup.policy}{batch}"
 
 
-def as_given(runner: Any) -> dict[str, Any]:
-    """The baseline trial's fields from its started runner (its speed comes from the rounds),
-    as keyword arguments of the trial."""
+def as_given(runner: Any, speeds: Sequence[float | None]) -> dict[str, Any]:
+    """The baseline trial's fields, as keyword arguments of the trial: its runner's figures,
+    and the median of its examples/s (the rounds', or its own run's where no comparison ran;
+    ratio 1 by definition)."""
+    speed = statistics.median(speeds) if speeds and speeds[0] is not None else None
     return {
         "setup": runner.setup,
         "label": "as given: " + describe(runner.setup),
         "status": BASELINE,
-        "warmup_seconds": runner.warmup_seconds,
-        "memory_mib": runner.memory_mib,
-        "reason": "; ".join(runner.notes),
+        **runner.figures(),
+        "examples_per_second": speed,
+        "ratio": None if speed is None else 1.0,
     }
 
 

@@ -22,6 +22,8 @@ from tfthroughput.tuning.engine.trial_runner import TrialRunner
 from tfthroughput.tuning.inference.data import InferenceData
 from tfthroughput.tuning.setup import TuneSetup
 
+LATENCY_SAMPLES = 5  # single-batch calls per runner before each round
+
 
 class _FromExecution(keras.callbacks.Callback):
     """Reads the clock when the execution starting at batch ``first`` or later begins.
@@ -129,6 +131,20 @@ class PredictRunner(TrialRunner):
             with trial_failures(self.loop):
                 self.model.predict_on_batch(self._batch)
             self.latencies.append(self._clock() - start)
+
+    @property
+    def reference(self) -> Any:
+        return self.outputs  # a steps_per_execution trial must match its parent's exactly
+
+    def before_round(self) -> None:
+        self.sample_latency(LATENCY_SAMPLES)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            **super().figures(),
+            "latency_p50_ms": self.latency_ms(0.5),
+            "latency_p95_ms": self.latency_ms(0.95),
+        }
 
     def latency_ms(self, fraction: float) -> float | None:
         """The ``fraction`` quantile of the sampled latencies, in milliseconds."""

@@ -1,36 +1,47 @@
 """Inference's workload for the search (``engine.search``): a trial is a fresh model called by
 ``predict``, one timed piece of work is the timed part of a ``predict`` call with the
-baseline's examples (``inference.predict_runner``), and its math is checked by its outputs
+baseline's examples (``predict_runner``), and its math is checked by its outputs
 (``output_check``): against the baseline's, or, where it only adds ``steps_per_execution``
 to the best setup so far, exactly against that setup's. Before each round both runners take a
 few single-batch latency samples; a trial over ``max_batch_latency_ms`` is not chosen.
 
-The knobs it tries, in order (:func:`inference_knobs`): the batch line, XLA flipped, the
-``steps_per_execution`` line, the policy. A trial joins the best setup only by beating it by
-the noise floor (3 %), so a knob that gains nothing measurable is not added; why each: the
-knobs' modules and ``docs/tuning.md`` ("Inference"). The confirmation's piece of work is a
-whole ``predict`` call on the data as given.
+The knobs, in order (:func:`inference_knobs`; why each: ``docs/tuning.md``, "Inference"): the
+batch line, XLA flipped, the ``steps_per_execution`` line, the policy. A trial joins the best
+setup only by beating it by the noise floor, so a knob that gains nothing measurable is not
+added. The confirmation's piece of work is a whole ``predict`` call on the data as given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import keras
 
 from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.engine.contract import (
+    Knob,
+    Mode,
+    Proposal,
+    SearchSettings,
+    SearchView,
+    Workload,
+)
 from tfthroughput.tuning.engine.measure import MIN_NOISE
-from tfthroughput.tuning.engine.search import Search, SearchSettings, Workload, lengthen
-from tfthroughput.tuning.engine.verdict import OUTPUTS_DIFFER, OVER_LATENCY, measured, speed_status
+from tfthroughput.tuning.engine.search import lengthen
+from tfthroughput.tuning.engine.verdict import (
+    FAILED,
+    OUTPUTS_DIFFER,
+    OVER_LATENCY,
+    measured,
+    speed_status,
+)
 from tfthroughput.tuning.inference.data import InferenceData
 from tfthroughput.tuning.inference.output_check import EXACT_OUTPUT_TOLERANCE, compare_outputs
 from tfthroughput.tuning.inference.predict_runner import PredictRunner
-from tfthroughput.tuning.knobs.batch import LATENCY_SAMPLES, inference_batch_line
-from tfthroughput.tuning.knobs.lines import Knob
-from tfthroughput.tuning.knobs.steps_per_execution import inference_steps_per_execution_line
+from tfthroughput.tuning.knobs.batch import batch_knob
+from tfthroughput.tuning.knobs.steps_per_execution import steps_per_execution_line
 from tfthroughput.tuning.knobs.xla_and_policy import policy_knob, xla_knob
 from tfthroughput.tuning.result import InferenceTrial, InferenceTuneResult
 from tfthroughput.tuning.setup import TuneSetup
@@ -45,6 +56,9 @@ _MIN_BATCHES = 4
 # Executions of the warm-up predict: tracing (and XLA compilation) happen in the first; the
 # timed runs skip their own first execution too.
 _WARMUP_EXECUTIONS = 2
+_MOST_BATCH_FACTOR = 128  # the largest batch tried, times the given one
+# What ends a line of predict setups: a failure, outputs off the baseline's, a batch too slow.
+_LINE_ENDS = frozenset({FAILED, OUTPUTS_DIFFER, OVER_LATENCY})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,17 +69,14 @@ class InferenceSettings(SearchSettings):
     max_batch_latency_ms: float | None
 
 
-def inference_knobs(settings: InferenceSettings) -> tuple[Knob, ...]:
-    """The knobs the inference search tries, in order, as its settings allow."""
-    knobs: list[Knob] = [inference_batch_line]
-    if settings.try_xla:
-        knobs.append(xla_knob)
-    return (*knobs, inference_steps_per_execution_line, policy_knob)
+def inference_knobs() -> tuple[Knob, ...]:
+    """The knobs the inference search tries, in order (each skips itself where its settings
+    say so)."""
+    return (batch_knob, xla_knob, steps_per_execution_line, policy_knob)
 
 
 class InferenceWorkload(Workload):
-    """Trials of ``predict`` on the user's inputs (see
-    :class:`~tfthroughput.tuning.engine.search.Workload`).
+    """Trials of ``predict`` on the user's inputs (the engine's ``Workload``).
 
     ``runner`` makes each trial's runner (:class:`PredictRunner`'s signature); tests give one
     with known costs.
@@ -88,10 +99,9 @@ class InferenceWorkload(Workload):
         clock: Callable[[], float],
         runner: Callable[..., PredictRunner] = PredictRunner,
     ) -> None:
-        super().__init__(build_model, data, settings, clock)
-        self.knobs = inference_knobs(settings)
+        self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
+        self.knobs = inference_knobs()
         self._runner = runner
-        self._first_speed = 0.0
         self.examples_per_run = 0
 
     def baseline(self) -> PredictRunner:
@@ -101,50 +111,56 @@ class InferenceWorkload(Workload):
         fewest = max(_MIN_BATCHES, 2 * runner.setup.steps_per_execution)
         if runner.steps < fewest:
             runner.set_steps(fewest)
-        seconds = lengthen(runner, runner.set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
-        # Its own speed, shown if no candidate runs; the rounds' median replaces it.
-        self._first_speed = runner.steps * runner.examples_per_step / max(seconds, 1e-9)
+        lengthen(runner, runner.set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
         self.examples_per_run = runner.steps * runner.examples_per_step
+
+        def baseline_p95_ms() -> float | None:
+            runner.before_round()
+            return runner.latency_ms(0.95)
+
+        self.mode = Mode(
+            data=self.data,
+            line_ends=_LINE_ENDS,
+            most_batch_factor=_MOST_BATCH_FACTOR,
+            steps_per_execution_bound=lambda setup: self._steps_per_execution_bound(setup, runner),
+            latency_limit_ms=self.settings.max_batch_latency_ms,
+            baseline_p95_ms=baseline_p95_ms,
+        )
         return runner
 
-    def timed_batches(self, search: Search, setup: TuneSetup) -> int:
+    def timed_batches(self, base: PredictRunner, setup: TuneSetup) -> int:
         """Batches per timed run: the baseline's examples per run, at ``setup``'s batch."""
-        if setup.batch_size is None or search.base_setup.batch_size is None:
-            return search.base.steps
+        if setup.batch_size is None or base.setup.batch_size is None:
+            return base.steps
         return max(1, self.examples_per_run // setup.batch_size)
 
-    def candidate(self, search: Search, setup: TuneSetup) -> PredictRunner:
+    def candidate(self, view: SearchView, proposal: Proposal) -> PredictRunner:
         # The first execution of a run is not timed: the timed part after it has the
         # baseline's examples, and at least two whole executions of its own.
+        setup = proposal.setup
         spe = setup.steps_per_execution
-        timed = max(self.timed_batches(search, setup), 2 * spe, _MIN_BATCHES)
+        timed = max(self.timed_batches(view.base_runner, setup), 2 * spe, _MIN_BATCHES)
         batches = spe + -(-timed // spe) * spe
         return self.runner(setup, steps=batches, warmup_steps=_WARMUP_EXECUTIONS * spe)
 
-    def before_round(self, base: PredictRunner, runner: PredictRunner) -> Callable[[], None]:
-        def sample_latencies() -> None:
-            base.sample_latency(LATENCY_SAMPLES)
-            runner.sample_latency(LATENCY_SAMPLES)
-
-        return sample_latencies
-
-    def judge(self, search: Search, setup, label, runner, comparison) -> InferenceTrial:
+    def judge(
+        self, view: SearchView, proposal: Proposal, runner: PredictRunner, comparison: Any
+    ) -> InferenceTrial:
         """The trial: its outputs checked, its p95 latency against the limit."""
-        parent = search.best.setup
+        setup, parent = proposal.setup, view.best.setup
         if setup.with_(steps_per_execution=parent.steps_per_execution) == parent:
             # Only steps_per_execution added: the setup it was added to must be matched exactly.
             check = compare_outputs(
-                search.best.reference,
+                view.best.reference,
                 runner.outputs,
                 same_arithmetic=True,
                 tolerance=EXACT_OUTPUT_TOLERANCE,
             )
         else:
-            base = search.base_setup
             arithmetic = lambda s: (s.batch_size, s.jit_compile, s.policy)  # noqa: E731
-            same = arithmetic(setup) == arithmetic(base)
+            same = arithmetic(setup) == arithmetic(view.base)
             check = compare_outputs(
-                search.base.outputs,
+                view.base_runner.outputs,
                 runner.outputs,
                 same_arithmetic=same,
                 tolerance=EXACT_OUTPUT_TOLERANCE if same else self.settings.output_tolerance,
@@ -159,33 +175,17 @@ class InferenceWorkload(Workload):
             status = speed_status(comparison)
         return InferenceTrial(
             setup,
-            label,
+            proposal.label,
             status,
             **measured(comparison),
-            latency_p50_ms=runner.latency_ms(0.5),
-            latency_p95_ms=p95,
-            warmup_seconds=runner.warmup_seconds,
-            memory_mib=runner.memory_mib,
+            **runner.figures(),
             output_check=check,
-            reason="; ".join(runner.notes),
         )
 
-    def reference_of(self, runner: PredictRunner) -> Any:
-        return runner.outputs  # a steps_per_execution trial must match its parent's exactly
-
-    def search_speeds(self, base: PredictRunner) -> list[float]:
-        return [self._first_speed]
-
-    def baseline_figures(self, base: PredictRunner) -> dict[str, Any]:
-        return {"latency_p50_ms": base.latency_ms(0.5), "latency_p95_ms": base.latency_ms(0.95)}
-
-    def search_run_examples(self, search: Search) -> float:
-        return self.examples_per_run
-
-    def confirm(self, search: Search, candidates: list, most: float) -> Confirmation:
+    def confirm(self, view: SearchView, candidates: list, most: float) -> Confirmation:
         """The pick against a rebuilt baseline by whole ``predict`` calls on the data as given
-        (``tuning/engine/confirmation.py``)."""
-        base = search.base_setup
+        (``engine.confirmation``)."""
+        base = view.base
         size = base.batch_size or 1
         most = most // size * size  # whole batches of the given size: the same examples each
         counted: list[int] = []
@@ -214,7 +214,8 @@ class InferenceWorkload(Workload):
         )
         return replace(confirmation, work=work)
 
-    def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
+    def result(self, **fields: Any) -> InferenceTuneResult:
+        baseline, chosen = fields["baseline"], fields["chosen"]
         notes = []
         if chosen.batch_size != baseline.batch_size:
             notes.append(
@@ -224,9 +225,7 @@ class InferenceWorkload(Workload):
             )
         if chosen.policy != baseline.policy:
             notes.append(f"build the model under mixed_precision({chosen.policy!r})")
-        return notes
-
-    def result(self, **fields: Any) -> InferenceTuneResult:
+        fields["notes"] += tuple(notes)
         limit = self.settings.max_batch_latency_ms
         return InferenceTuneResult(**fields, max_batch_latency_ms=limit)
 
@@ -242,6 +241,18 @@ class InferenceWorkload(Workload):
             clock=self.clock,
         )
 
-
-# The search over predict, as tests build it (with ``runner=`` of known costs).
-InferenceSearch = partial(Search, InferenceWorkload)
+    def _steps_per_execution_bound(self, setup: TuneSetup, base: PredictRunner) -> tuple[int, str]:
+        """Up to the smallest power of two that runs one ``predict`` call on the arrays in one
+        execution (a call of 5 batches: 8): the user's call is what it groups, and a value
+        past that call's batches changes nothing in it. For a dataset of unknown size, up to
+        half the batches of the search's timed run."""
+        examples, size = self.data.examples, setup.batch_size
+        if examples is None or size is None:
+            return max(1, self.timed_batches(base, setup) // 2), ""
+        batches = -(-examples // size)
+        given = base.setup.steps_per_execution
+        why = (
+            f"steps_per_execution above {given} not tried: one predict call on the "
+            f"{examples} examples is {batches} batch{'es' if batches > 1 else ''} of {size}"
+        )
+        return 1 << (batches - 1).bit_length(), why

@@ -1,78 +1,53 @@
-"""The batch size, in either mode: larger batches, while the data holds them.
+"""The batch size, in either mode: larger batches doubled while they gain, within the data, the
+mode's largest factor and the latency limit.
 
 Training tries 2x and 4x the given batch, and only where allowed (a larger batch changes the
-learning dynamics); inference doubles the batch while it gains, within the data and the
-latency limit (a larger ``predict`` batch changes the outputs by rounding only, checked at
-the output tolerance, and adds to each batch's wait).
+learning dynamics); inference goes up to 128x (a larger ``predict`` batch changes the outputs
+by rounding only, checked at the output tolerance, and adds to each batch's wait).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import keras
-
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
-from tfthroughput.tuning.engine.search import Search
-from tfthroughput.tuning.engine.verdict import FAILED, OVER_LATENCY
-from tfthroughput.tuning.knobs.lines import ENDS_AN_INFERENCE_LINE, double_along
-
-LATENCY_SAMPLES = 5  # single-batch calls per runner per round
-_MAX_BATCH_FACTOR = 128  # the largest batch tried in inference, times the given one
-_BATCH_FACTORS = (2, 4)  # batches tried in training, times the given one
+from tfthroughput.tuning.engine.contract import Proposal, SearchView
+from tfthroughput.tuning.engine.verdict import OVER_LATENCY
+from tfthroughput.tuning.knobs.lines import Line, doublings, walk_along
 
 
-def training_batch_knob(search: Search) -> None:
-    """Batches 2x and 4x the given one, while the data holds them and they run."""
-    data = search.workload.data
+def batch_knob(view: SearchView) -> Line:
+    """The batch size doubled from twice the given one while it gains."""
+    mode, data = view.mode, view.mode.data
     if data.kind == BATCHED:
-        search.notes.append("batch size not tried: the dataset is already batched")
-        return
-    for factor in _BATCH_FACTORS:
-        size = data.batch_size * factor
-        if data.kind == ARRAYS and size > len(keras.tree.flatten(data.value[0])[0]):
-            return
-        trial = search.try_setup(search.best.setup.with_(batch_size=size), same_arithmetic=False)
-        if trial is None or trial.status == FAILED:
-            return
-
-
-def inference_batch_line(search: Search) -> None:
-    """The batch size doubled while it gains, within the data and the latency limit."""
-    data, notes = search.workload.data, search.notes
-    if data.kind == BATCHED:
-        notes.append(
+        view.note(
             "batch size not tried: the dataset is already batched (pass it unbatched, "
             "with batch_size, to let tune try larger batches)"
         )
-        return
+        return 1.0
     given = data.batch_size
-    bound = given * _MAX_BATCH_FACTOR
+    bound = given * mode.most_batch_factor
     if data.kind == ARRAYS and data.examples < bound:
         bound = data.examples
-        notes.append(f"batch size bounded by the {bound} examples in the data")
-    limit = search.settings.max_batch_latency_ms
-    if limit is not None:
-        search.base.sample_latency(LATENCY_SAMPLES)
-        if search.base.latency_ms(0.95) > limit:
-            notes.append(
-                f"batch size not raised: the given batch's p95 latency "
-                f"({search.base.latency_ms(0.95):.2f} ms) already exceeds the limit "
-                f"({limit:g} ms)"
-            )
-            return
+        view.note(f"batch size bounded by the {bound} examples in the data")
+    limit = mode.latency_limit_ms
+    p95 = None if limit is None else mode.baseline_p95_ms()
+    if p95 is not None and p95 > limit:
+        view.note(
+            f"batch size not raised: the given batch's p95 latency ({p95:.2f} ms) already "
+            f"exceeds the limit ({limit:g} ms)"
+        )
+        return 1.0
 
     def ends(trial: Any) -> bool:
         if trial.status == OVER_LATENCY:
-            notes.append(
+            view.note(
                 f"batch size bounded by the latency limit: {trial.setup.batch_size} takes "
                 f"{trial.latency_p95_ms:.2f} ms per batch (p95), over {limit:g} ms"
             )
-        return trial.status in ENDS_AN_INFERENCE_LINE
+        return trial.status in mode.line_ends
 
-    double_along(
-        given * 2,
-        bound,
-        lambda size: search.try_setup(search.best.setup.with_(batch_size=size)),
-        ends,
-    )
+    def proposal_at(size: int) -> Proposal:
+        return Proposal(view.best.setup.with_(batch_size=size))
+
+    return (yield from walk_along(doublings(given * 2, bound), proposal_at, ends))

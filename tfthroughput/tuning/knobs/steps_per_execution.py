@@ -1,9 +1,9 @@
-"""``steps_per_execution``, in either mode: a line of values doubled while it gains.
+"""``steps_per_execution``, in either mode: a line of values doubled while it gains, up to the
+mode's bound (training: the warm-up's steps; inference: the batches of one ``predict`` call).
 
-Training's line runs under the model's own XLA setting, then XLA flipped around that line's
-best, and once more on a new best that a cheaper policy or the rebuilt pipeline made
-(:func:`line_again_on_a_new_best`); every value must divide the user's epoch. Inference's line
-runs up to the batches of one ``predict`` call.
+Training then flips XLA around that line's best (:func:`xla_around_the_best`), and runs the
+line once more on a new best that a cheaper policy or the rebuilt pipeline made
+(:func:`line_again_on_a_new_best`).
 
 Keras runs whole executions: a value that does not divide ``steps_per_epoch`` silently trains
 more steps than asked (``steps_per_epoch=6`` at ``steps_per_execution=4`` trains 8), so only
@@ -17,120 +17,96 @@ from collections.abc import Callable
 from typing import Any
 
 from tfthroughput._validation import check_positive_int
-from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.contract import Knob, Proposal, SearchView
 from tfthroughput.tuning.engine.verdict import FAILED
-from tfthroughput.tuning.knobs.lines import (
-    ENDS_AN_INFERENCE_LINE,
-    double_along,
-    doublings,
-    gains,
-    halvings,
-    walk_along,
-)
+from tfthroughput.tuning.knobs.lines import Line, doublings, gains, halvings, walk_along
 from tfthroughput.tuning.setup import TuneSetup
 
 
-def training_steps_per_execution_lines(search: Search) -> None:
-    """The line under the model's own XLA setting, then XLA flipped around that line's best."""
-    current, given = search.best.setup, search.base_setup.steps_per_execution
-    _training_steps_per_execution_line(search, current.jit_compile, start=given * 2)
-    if search.settings.try_xla:
-        _flipped_xla_around_the_best(search, not current.jit_compile)
-
-
-def line_again_on_a_new_best(search: Search, before: TuneSetup) -> None:
-    """Where the knob just tried made a new best (a cheaper policy, the rebuilt pipeline),
-    ``steps_per_execution`` once more on it, from the best's value doubled: with the step's
-    own cost cut, the fixed cost of a call is a larger share, and a line that stopped within
-    the noise can gain."""
-    best = search.best.setup
-    if best != before:
-        start = best.steps_per_execution * 2
-        _training_steps_per_execution_line(search, best.jit_compile, start=start)
-
-
-def _training_steps_per_execution_line(search: Search, jit: bool, start: int) -> None:
-    current = search.best.setup
-    double_along(
-        start,
-        _training_spe_bound(search),
-        _training_spe_trial(search, current, jit),
-        lambda trial: trial.status == FAILED,
-        line_best=search.best_ratio if jit == current.jit_compile else 1.0,
+def steps_per_execution_line(view: SearchView, start: int | None = None) -> Line:
+    """``steps_per_execution`` on the best setup so far, doubled from ``start`` (by default
+    twice the given value) while it gains."""
+    current = view.best.setup
+    start = start or view.base.steps_per_execution * 2
+    bound, why_not = view.mode.steps_per_execution_bound(current)
+    if bound < start:
+        if why_not:
+            view.note(why_not)
+        return view.best.ratio
+    return (
+        yield from walk_along(
+            doublings(start, min(view.settings.max_steps_per_execution, bound)),
+            _proposal_at(view, current),
+            _ends(view),
+            line_best=view.best.ratio,
+        )
     )
 
 
-def _flipped_xla_around_the_best(search: Search, jit: bool) -> None:
+def xla_around_the_best(view: SearchView) -> Line:
     """XLA flipped at the best ``steps_per_execution`` so far, then doubled up from it and
     halved down from it (down to the model's own) while it gains over the best setup: each
     row from that value ends after two values in a row without a gain, the first one counted.
 
-    Searched apart from the first line because XLA can help at one value and hurt at another,
-    and around that line's best because a whole second line from the model's own value spends
-    most of the search's time below it (measured: docs/tuning.md, "Why the search is shaped
-    so").
-    """
-    current = search.best.setup
-    value, try_at = current.steps_per_execution, _training_spe_trial(search, current, jit)
-    line_best = search.best_ratio
-    trial = try_at(value)
+    Apart from the first line because XLA can help at one value and hurt at another, and
+    around that line's best because a whole second line from the model's own value spends
+    most of the search's time below it (docs/tuning.md, "Why the search is shaped so")."""
+    if not view.settings.try_xla:
+        return 1.0
+    current = view.best.setup
+    flipped = current.with_(jit_compile=not current.jit_compile)
+    value, line_best = current.steps_per_execution, view.best.ratio
+    trial = yield Proposal(flipped)
     if trial is None or trial.status == FAILED:
-        return
+        return line_best
     missed = 0 if gains(trial, line_best) else 1  # the first value of each row
     if not missed:
         line_best = trial.ratio
-    ends = lambda trial: trial.status == FAILED  # noqa: E731
-    up = doublings(value * 2, _training_spe_bound(search))
-    line_best = walk_along(up, try_at, ends, line_best=line_best, misses=missed)
-    down = halvings(value // 2, search.base_setup.steps_per_execution)
-    walk_along(down, try_at, ends, line_best=line_best, misses=missed)
+    proposal_at, ends = _proposal_at(view, flipped), _ends(view)
+    bound, _ = view.mode.steps_per_execution_bound(flipped)
+    up = doublings(value * 2, min(view.settings.max_steps_per_execution, bound))
+    line_best = yield from walk_along(up, proposal_at, ends, line_best=line_best, misses=missed)
+    down = halvings(value // 2, view.base.steps_per_execution)
+    return (yield from walk_along(down, proposal_at, ends, line_best=line_best, misses=missed))
 
 
-def _training_spe_bound(search: Search) -> int:
-    return min(search.settings.max_steps_per_execution, search.workload.steps)
+def line_again_on_a_new_best(knob: Knob) -> Knob:
+    """``knob``, then, where it made a new best (a cheaper policy, the rebuilt pipeline),
+    ``steps_per_execution`` once more on it from the best's value doubled: with the step's own
+    cost cut, the fixed cost of a call is a larger share, and a line that stopped within the
+    noise can gain."""
+
+    def knob_then_line(view: SearchView) -> Line:
+        before = view.best.setup
+        yield from knob(view)
+        best = view.best.setup
+        if best != before:
+            yield from steps_per_execution_line(view, start=best.steps_per_execution * 2)
+        return view.best.ratio
+
+    knob_then_line.__name__ = f"{knob.__name__}_then_line"
+    return knob_then_line
 
 
-def _training_spe_trial(search: Search, current: Any, jit: bool) -> Callable[[int], Any]:
-    """A trial of ``current`` at a ``steps_per_execution`` under ``jit``: ``None`` (the line
-    ends) at a value that does not divide the epoch, noted once."""
-    epoch = search.settings.epoch_steps
+def _proposal_at(view: SearchView, current: TuneSetup) -> Callable[[int], Proposal | None]:
+    """The proposal of ``current`` at a value; ``None`` (the line ends) at a value that does
+    not divide the epoch, noted once."""
+    epoch = view.mode.epoch_steps
 
-    def try_at(spe: int):
-        if not divides(spe, epoch):
-            note = f"steps_per_execution={spe} and above not tried: they do not divide the epoch"
-            if note not in search.notes:
-                search.notes.append(note + f" ({epoch} steps)")
-            return None
-        return search.try_setup(current.with_(steps_per_execution=spe, jit_compile=jit))
-
-    return try_at
-
-
-def inference_steps_per_execution_line(search: Search) -> None:
-    """``steps_per_execution`` doubled from twice the model's own, up to the smallest power of
-    two that runs one ``predict`` call on the arrays in one execution (a call of 5 batches: 8):
-    the user's call is what it groups, and a value past that call's batches changes nothing
-    in it. For a dataset of unknown size, up to half the batches of the search's timed run."""
-    current, given = search.best.setup, search.base_setup.steps_per_execution
-    examples, size = search.workload.data.examples, current.batch_size
-    if examples is None or size is None:
-        bound = max(1, search.workload.timed_batches(search, current) // 2)
-    else:
-        batches = -(-examples // size)
-        bound = 1 << (batches - 1).bit_length()
-        if bound < given * 2:
-            search.notes.append(
-                f"steps_per_execution above {given} not tried: one predict call on the "
-                f"{examples} examples is {batches} batch{'es' if batches > 1 else ''} of {size}"
+    def proposal_at(value: int) -> Proposal | None:
+        if not divides(value, epoch):
+            view.note(
+                f"steps_per_execution={value} and above not tried: they do not divide the "
+                f"epoch ({epoch} steps)"
             )
-            return
-    double_along(
-        given * 2,
-        min(search.settings.max_steps_per_execution, bound),
-        lambda value: search.try_setup(current.with_(steps_per_execution=value)),
-        lambda trial: trial.status in ENDS_AN_INFERENCE_LINE,
-        line_best=search.best_ratio,
-    )
+            return None
+        return Proposal(current.with_(steps_per_execution=value))
+
+    return proposal_at
+
+
+def _ends(view: SearchView) -> Callable[[Any], bool]:
+    return lambda trial: trial.status in view.mode.line_ends
 
 
 def epoch_steps(steps_per_epoch: object, notes: list[str]) -> int | None:

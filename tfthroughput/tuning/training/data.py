@@ -57,6 +57,11 @@ class TrainingData:
     epoch_batches: int | None
     sample_weight: Any = None
 
+    @property
+    def examples(self) -> int | None:
+        """Examples in the arrays; ``None`` for a dataset."""
+        return len(_leaves(self.value[0])[0]) if self.kind == ARRAYS else None
+
     def feed(self, batch_size: int | None, steps: int) -> dict[str, Any]:
         """``fit`` arguments yielding at least ``steps`` batches, in the same order every time
         (arrays unshuffled and repeated, datasets repeated)."""

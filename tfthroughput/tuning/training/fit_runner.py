@@ -68,6 +68,9 @@ class FitRunner(TrialRunner):
         warmup_steps: Steps of the warm-up (whose mean loss is compared); defaults to
             ``steps``.
         callbacks: The user's callbacks, run in every ``fit`` (the confirmation's epochs).
+        check_feed: ``fit`` arguments of the warm-up (whose loss is checked) where they are
+            not ``feed``: the replayed batches (``replay``), which have the input's own
+            element spec, so the timed runs trace nothing again.
 
     ``steps`` (and ``warmup_steps``) ``None``: each run is an epoch to the data's end.
     """
@@ -89,12 +92,14 @@ class FitRunner(TrialRunner):
         batch_size: int | None = None,
         warmup_steps: int | None = None,
         callbacks: Sequence[keras.callbacks.Callback] = (),
+        check_feed: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             setup, build_model, steps=steps, seed=seed, clock=clock, batch_size=batch_size
         )
         self.warmup_steps = warmup_steps or steps
         self._feed = feed
+        self._check_feed = check_feed
         self.examples_per_step = examples_per_step
         self._warm_data = warm_data
         self._callbacks = tuple(callbacks)
@@ -128,14 +133,15 @@ class FitRunner(TrialRunner):
     def _warm_up(self) -> None:
         if self._warm_data is not None:
             self._warm_data()
-        self.warmup_loss = self._fit(self.warmup_steps)[1]
+        self.warmup_loss = self._fit(self.warmup_steps, self._check_feed)[1]
 
-    def _fit(self, steps: int | None) -> tuple[float, float]:
+    def _fit(self, steps: int | None, feed: dict[str, Any] | None = None) -> tuple[float, float]:
         timer = _EpochSeconds(self._clock)
+        feed = feed or self._feed
         with trial_failures(self.loop):
-            build_from_spec(self.model, self._feed)
+            build_from_spec(self.model, feed)
             history = self.model.fit(
-                **self._feed,
+                **feed,
                 epochs=1,
                 steps_per_epoch=steps,
                 verbose=0,

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import keras
+import numpy as np
 
 from tfthroughput._optional import import_tensorflow
+from tfthroughput._validation import leading_dimension
 from tfthroughput.data.keras_inputs import describe_workers
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
 from tfthroughput.tuning._arguments import ARRAYS, BATCHED
@@ -177,6 +179,17 @@ def fill_cache(dataset: Any, batches: int | None) -> None:
     iterator = iter(dataset)
     for _ in range(batches + 1):
         next(iterator)
+
+
+def repeat_batch(batch: dict, steps: int) -> dict:
+    """``fit`` arguments that feed the same in-memory batch ``steps`` times (``y`` only where
+    the data has labels: an unlabeled batch is fed as ``x`` alone, as ``fit`` would get it)."""
+    tile = lambda array: np.concatenate([np.asarray(array)] * steps)  # noqa: E731
+    size = leading_dimension(batch["x"])
+    feed = {"x": keras.tree.map_structure(tile, batch["x"]), "batch_size": size, "shuffle": False}
+    if batch.get("y") is not None:
+        feed["y"] = keras.tree.map_structure(tile, batch["y"])
+    return feed
 
 
 def device_dataset(data: TrainingData, batch_size: int | None) -> tuple[Any, str]:

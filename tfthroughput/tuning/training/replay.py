@@ -65,24 +65,6 @@ def replay_feed(data: TrainingData, batch_size: int | None, steps: int) -> tuple
     return {"x": cached.repeat(), "shuffle": False}, ""
 
 
-class ReplayingFitRunner(FitRunner):
-    """A :class:`FitRunner` whose warm-up (so its loss) runs on ``check_feed``, the replayed
-    batches; its timed runs read ``feed``. The replayed batches have the input's own element
-    spec (the same arrays, or a cache of the same dataset), so the timed runs trace nothing
-    again."""
-
-    def __init__(self, *args: Any, check_feed: dict, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._check_feed = check_feed
-
-    def _warm_up(self) -> None:
-        timed_feed, self._feed = self._feed, self._check_feed
-        try:
-            super()._warm_up()
-        finally:
-            self._feed = timed_feed
-
-
 class Reseed(keras.callbacks.Callback):
     """Sets the random seeds at the start of ``fit``: the model keeps the weights built from
     the search's seed, the step's random ops (traced after this) draw another stream."""
@@ -119,7 +101,7 @@ def replayed_for(workload: Any, setup: Any) -> dict | None:
 
 
 def loss_check(
-    workload: Any, search: Any, setup: Any, runner: FitRunner, same_arithmetic: bool
+    workload: Any, view: Any, setup: Any, runner: FitRunner, same_arithmetic: bool
 ) -> LossCheck:
     """A trial's warm-up loss against the baseline's: exactly where the arithmetic is the same
     (else within ``loss_tolerance``); where an exact check fails, within the tolerance measured
@@ -128,20 +110,20 @@ def loss_check(
     are, or looser where the input itself varies more."""
     basis = REPLAYED if replayed_for(workload, setup) is not None else OWN_PASS
     tolerance = EXACT_TOLERANCE if same_arithmetic else workload.settings.loss_tolerance
-    losses = (search.base.warmup_loss, runner.warmup_loss, same_arithmetic)
+    losses = (view.base_runner.warmup_loss, runner.warmup_loss, same_arithmetic)
     check = LossCheck(*losses, tolerance, basis)
     if same_arithmetic and not check.passed and math.isfinite(runner.warmup_loss):
         # The rebuilt pipeline of arrays shuffles them as fit does: held to shuffled passes.
         data = getattr(workload, "data", None)
         shuffled = bool(setup.pipeline) and getattr(data, "kind", None) == ARRAYS
-        measured = measured_tolerance(workload, search, shuffled=shuffled)
+        measured = measured_tolerance(workload, view, shuffled=shuffled)
         if measured > EXACT_TOLERANCE:
             tolerance = max(measured, workload.settings.loss_tolerance)
             check = LossCheck(*losses, tolerance, MEASURED)
     return check
 
 
-def measured_tolerance(workload: Any, search: Any, *, shuffled: bool = False) -> float:
+def measured_tolerance(workload: Any, view: Any, *, shuffled: bool = False) -> float:
     """The loss difference the input's own variation explains, measured once per search: the
     baseline rebuilt and warmed up on :data:`VARIATION_PASSES` fresh passes of the input, its
     random stream reseeded (with ``shuffled``, arrays shuffled as ``fit`` shuffles them), against
@@ -164,9 +146,9 @@ def measured_tolerance(workload: Any, search: Any, *, shuffled: bool = False) ->
                 pass
             finally:
                 runner.close()
-        variation = relative_variation(search.base.warmup_loss, losses)
+        variation = relative_variation(view.base_runner.warmup_loss, losses)
         setattr(workload, attribute, VARIATION_FACTOR * variation)
-        search.notes.append(
+        view.note(
             f"loss check: the input's own variation measured over {len(losses)} fresh passes, "
             f"random stream reseeded{', arrays shuffled' if shuffled else ''}: "
             f"{variation:.1e} relative"

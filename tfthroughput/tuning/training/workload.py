@@ -1,19 +1,19 @@
 """Training's workload for the search (``engine.search``): a trial is a fresh model trained by
-``fit``, one timed piece of work is ``steps`` steps of its compiled train function, and its math is
-checked by its warm-up loss against the baseline's (``loss_check``).
+``fit``, one timed piece of work is ``steps`` steps of its compiled train function, and its
+math is checked by its warm-up loss against the baseline's (``replay``, ``loss_check``).
 
 The baseline's timed run is doubled until it lasts 0.1 s (at most 64 times its warm-up); a
 larger batch runs proportionally fewer steps, so every trial times about the baseline's
-examples. The knobs it tries, in order (:func:`training_knobs`): the pipeline where the input
-is the limit, the ``steps_per_execution`` line (XLA as compiled), XLA flipped around that
-line's best, the policy (and the line once more on it), larger batches where allowed, the
-pipeline on the best setup (and the line once more on it); why each, and why in that order:
-the knobs' modules and ``docs/tuning.md`` ("What it tries, in order"). The confirmation's
-piece of work is a whole ``fit`` epoch (``training.whole_epochs``).
+examples. The knobs, in order (:func:`training_knobs`; why each and why in that order:
+``docs/tuning.md``, "What it tries, in order"): the pipeline where the input is the limit, the
+``steps_per_execution`` line, XLA flipped around its best, the policy (and the line once more
+on it), larger batches where allowed, the pipeline on the best setup (and the line once more
+on it). The confirmation's piece of work is a whole ``fit`` epoch (``whole_epochs``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,14 +21,25 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning.engine.search import Search, SearchSettings, Workload, lengthen
+from tfthroughput.tuning.engine.contract import (
+    Knob,
+    Mode,
+    Proposal,
+    SearchSettings,
+    SearchView,
+    Workload,
+)
+from tfthroughput.tuning.engine.search import lengthen
 from tfthroughput.tuning.engine.trial_model import trial_failures
-from tfthroughput.tuning.engine.verdict import PROBE, REJECTED, measured, speed_status
-from tfthroughput.tuning.knobs.batch import training_batch_knob
-from tfthroughput.tuning.knobs.lines import Knob
+from tfthroughput.tuning.engine.verdict import FAILED, PROBE, REJECTED, measured, speed_status
+from tfthroughput.tuning.knobs.batch import batch_knob
 from tfthroughput.tuning.knobs.pipeline import pipeline_knob, pipeline_on_best_knob
-from tfthroughput.tuning.knobs.steps_per_execution import training_steps_per_execution_lines
-from tfthroughput.tuning.knobs.xla_and_policy import training_policy_knob
+from tfthroughput.tuning.knobs.steps_per_execution import (
+    line_again_on_a_new_best,
+    steps_per_execution_line,
+    xla_around_the_best,
+)
+from tfthroughput.tuning.knobs.xla_and_policy import policy_knob
 from tfthroughput.tuning.result import TuneResult, TuneTrial
 from tfthroughput.tuning.setup import TuneSetup
 from tfthroughput.tuning.training import pipeline as rebuilding
@@ -40,6 +51,7 @@ from tfthroughput.tuning.training.whole_epochs import confirm_by_epochs
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
 # (docs/tuning.md, "Why the search is shaped so").
 _MIN_RUN_SECONDS = 0.1
+_MOST_BATCH_FACTOR = 4  # batches 2x and 4x the given one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,11 +68,11 @@ class TrainingSettings(SearchSettings):
 def training_knobs(settings: TrainingSettings) -> tuple[Knob, ...]:
     """The knobs the training search tries, in order, as its settings allow."""
     knobs: list[Knob] = [pipeline_knob] if settings.try_pipeline else []
-    knobs += [training_steps_per_execution_lines, training_policy_knob]
+    knobs += [steps_per_execution_line, xla_around_the_best, line_again_on_a_new_best(policy_knob)]
     if settings.allow_batch_change:
-        knobs.append(training_batch_knob)
+        knobs.append(batch_knob)
     if settings.try_pipeline:
-        knobs.append(pipeline_on_best_knob)
+        knobs.append(line_again_on_a_new_best(pipeline_on_best_knob))
     return tuple(knobs)
 
 
@@ -78,7 +90,7 @@ class TrainingWorkload(Workload):
     Attributes:
         steps: Steps of every warm-up (the baseline's, rounded up to whole executions).
         timed_steps: Steps of the baseline's timed run, once lengthened.
-        plan: The rebuilt input pipeline, once the pipeline knob made one.
+        plan: The rebuilt input pipeline's plan, once a knob asked for it.
         replay: The baseline's warm-up batches as ``fit`` arguments, replayed to every trial
             that reads the input as given (``replay``); ``None`` where it cannot be replayed.
     """
@@ -94,12 +106,11 @@ class TrainingWorkload(Workload):
         settings: TrainingSettings,
         clock: Callable[[], float],
     ) -> None:
-        super().__init__(build_model, data, settings, clock)
+        self.build_model, self.data, self.settings, self.clock = build_model, data, settings, clock
         self.knobs = training_knobs(settings)
         self.steps = self.timed_steps = settings.steps
         self.plan: rebuilding.PipelinePlan | None = None
         self.replay: dict | None = None
-        self._batch_examples: int | None = None
         self.measured_tolerance: float | None = None  # replay.measured_tolerance, once
         self.shuffled_tolerance: float | None = None  # the same, arrays shuffled as fit does
 
@@ -124,32 +135,38 @@ class TrainingWorkload(Workload):
 
         lengthen(runner, set_steps, min_seconds=_MIN_RUN_SECONDS, steps=steps)
         self.timed_steps = runner.steps
+        self.mode = Mode(
+            data=self.data,
+            line_ends=frozenset({FAILED}),
+            most_batch_factor=_MOST_BATCH_FACTOR,
+            steps_per_execution_bound=lambda setup: (self.steps, ""),
+            epoch_steps=self.settings.epoch_steps,
+            pipeline_plan=self.pipeline_plan,
+        )
         return runner
 
-    def candidate(
-        self,
-        search: Search,
-        setup: TuneSetup,
-        *,
-        feed: dict | None = None,
-        probe: bool = False,
-        **_: Any,
-    ) -> FitRunner:
-        """A runner for ``setup``; ``feed`` replaces its data. The compute-only probe
-        (``probe``) is the baseline's own model on ``feed``, not a model of its own."""
-        base = search.base_setup
+    def pipeline_plan(self) -> rebuilding.PipelinePlan:
+        """The rebuilt pipeline's plan, made once; raises on an input it cannot read."""
+        if self.plan is None:
+            self.plan = rebuilding.plan(self.data)
+        return self.plan
+
+    def candidate(self, view: SearchView, proposal: Proposal) -> FitRunner:
+        """A runner for the proposal; the compute-only probe is the baseline's own model on
+        one batch held in memory, not a model of its own."""
+        setup, base = proposal.setup, view.base
         warmup, steps = self.steps, self.timed_steps
-        if probe:
-            return search.base.fed_otherwise(feed, steps=steps)
+        if proposal.probe:
+            x, y = self.data.first_batch()
+            feed = rebuilding.repeat_batch({"x": x, "y": y}, steps)
+            return view.base_runner.fed_otherwise(feed, steps=steps)
         if setup.batch_size and base.batch_size and setup.batch_size > base.batch_size:
             factor = setup.batch_size // base.batch_size
             warmup = max(setup.steps_per_execution, warmup // factor)
             steps = max(setup.steps_per_execution, steps // factor)
-        warm, build, check_feed = None, self.build_model, None
-        if feed is None:
-            feed, warm = self._feed(setup, steps)
-            check_feed = replay.replayed_for(self, setup)
-        if setup.augment_on_device:  # tuning/training/pipeline.py
+        feed, warm = self._feed(setup, steps)
+        build = self.build_model
+        if setup.augment_on_device:
             build = rebuilding.device_builder(self.build_model, feed["x"])
         return self.runner(
             setup,
@@ -158,90 +175,47 @@ class TrainingWorkload(Workload):
             steps=steps,
             warm_data=warm,
             warmup_steps=warmup,
-            check_feed=check_feed,
+            check_feed=replay.replayed_for(self, setup),
         )
 
     def judge(
-        self,
-        search: Search,
-        setup: TuneSetup,
-        label: str,
-        runner: FitRunner,
-        comparison: Any,
-        *,
-        same_arithmetic: bool | None = None,
-        probe: bool = False,
-        **_: Any,
+        self, view: SearchView, proposal: Proposal, runner: FitRunner, comparison: Any
     ) -> TuneTrial:
         """The trial: a probe is never judged; else its warm-up loss against the baseline's
-        (exactly where the arithmetic is the same: by default, :func:`same_arithmetic_as`)."""
-        if same_arithmetic is None:
-            same_arithmetic = same_arithmetic_as(search.base_setup, setup)
-        check = None
-        if not probe:
-            check = replay.loss_check(self, search, setup, runner, same_arithmetic)
-        notes = list(runner.notes)
-        if probe:
+        (exactly where the arithmetic is the same: :func:`same_arithmetic_as`)."""
+        setup, check = proposal.setup, None
+        if proposal.probe:
             status = PROBE
-        elif not check.passed:
-            status = REJECTED
         else:
-            status = speed_status(comparison)
-        if setup.batch_size != search.base_setup.batch_size:
-            notes.append("learning dynamics change (fewer, larger steps per epoch)")
+            same = same_arithmetic_as(view.base, setup)
+            check = replay.loss_check(self, view, setup, runner, same)
+            status = speed_status(comparison) if check.passed else REJECTED
+        figures = runner.figures()
+        if setup.batch_size != view.base.batch_size:
+            figures["reason"] = "; ".join(
+                [*runner.notes, "learning dynamics change (fewer, larger steps per epoch)"]
+            )
         return TuneTrial(
-            setup,
-            label,
-            status,
-            **measured(comparison),
-            warmup_seconds=runner.warmup_seconds,
-            memory_mib=runner.memory_mib,
-            loss_check=check,
-            reason="; ".join(notes),
+            setup, proposal.label, status, **measured(comparison), **figures, loss_check=check
         )
 
-    def search_run_examples(self, search: Search) -> float:
-        return self.timed_steps * self.examples_per_step(search.base_setup.batch_size)
-
-    def confirm(self, search: Search, candidates: list, most: float) -> Any:
+    def confirm(self, view: SearchView, candidates: list, most: float) -> Any:
         """The pick against a rebuilt baseline by whole ``fit`` epochs of the user's data."""
-        return confirm_by_epochs(self, search.base_setup, candidates, most)
+        return confirm_by_epochs(self, view.base, candidates, most)
 
     def examples_per_step(self, batch_size: int | None) -> int:
         if batch_size is not None:
             return batch_size
-        if self._batch_examples is None:
-            x, _ = self.data.first_batch()
-            self._batch_examples = leading_dimension(x)
-        return self._batch_examples
+        return self._first_batch_examples
 
-    def chosen_notes(self, baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
-        notes = []
-        if chosen.batch_size != baseline.batch_size:
-            notes.append(
-                f"the chosen batch size ({chosen.batch_size}, from {baseline.batch_size}) "
-                "changes the learning dynamics: fewer optimizer steps per epoch; retune the "
-                "learning rate. Gradient accumulation (with_gradient_accumulation) can only make "
-                "the effective batch larger, not keep the smaller one"
-            )
-        if chosen.policy != baseline.policy:
-            notes.append(f"build the model under mixed_precision({chosen.policy!r})")
-        if chosen.augment_on_device:
-            notes.append(
-                'build the pipeline with augment_on="device" and fit '
-                "tfthroughput.data.DeviceAugmented(model, dataset); save the model itself"
-            )
-        spe = chosen.steps_per_execution
-        if spe != baseline.steps_per_execution and spe > 1:
-            notes.append(
-                f"Keras runs whole executions: with steps_per_execution={spe}, keep fit's "
-                f"steps_per_epoch a multiple of {spe} (fit trains steps_per_epoch rounded up to a "
-                "multiple of it); GPUMonitor warns when it is not"
-            )
-        return notes
+    @functools.cached_property
+    def _first_batch_examples(self) -> int:
+        x, _ = self.data.first_batch()
+        return leading_dimension(x)
 
     def result(self, **fields: Any) -> TuneResult:
         chosen = fields["chosen"]
+        fields["notes"] += tuple(_chosen_notes(fields["baseline"], chosen))
         pipeline = dict(self.plan.build_pipeline_kwargs) if chosen.pipeline and self.plan else None
         return TuneResult(**fields, pipeline_kwargs=pipeline)
 
@@ -253,12 +227,7 @@ class TrainingWorkload(Workload):
         arguments (``warm_data``, ``warmup_steps``, ``callbacks``, ``check_feed``: the replayed
         batches its warm-up runs on)."""
         size = self.data.batch_size if setup is None else setup.batch_size
-        check_feed = how.pop("check_feed", None)
-        runner_type = FitRunner
-        if check_feed is not None:
-            runner_type = replay.ReplayingFitRunner
-            how["check_feed"] = check_feed
-        return runner_type(
+        return FitRunner(
             setup,
             build,
             feed,
@@ -277,10 +246,37 @@ class TrainingWorkload(Workload):
         if not setup.pipeline:
             return self.data.feed(setup.batch_size, steps), None
         with trial_failures("train"):  # an input the rebuild cannot take: one line
-            dataset = rebuilding.rebuilt(self.data, self.plan, setup.batch_size)
+            dataset = rebuilding.rebuilt(self.data, self.pipeline_plan(), setup.batch_size)
         batches = self.data.epoch_batches
         if batches is not None and setup.batch_size and self.data.batch_size:
             batches = -(-batches * self.data.batch_size // setup.batch_size)
         cached = self.plan.build_pipeline_kwargs["cache"]
         warm = (lambda: rebuilding.fill_cache(dataset, batches)) if cached else None
         return {"x": dataset, "shuffle": False}, warm
+
+
+def _chosen_notes(baseline: TuneSetup, chosen: TuneSetup) -> list[str]:
+    """What the chosen setup changes for the user, as sentences."""
+    notes = []
+    if chosen.batch_size != baseline.batch_size:
+        notes.append(
+            f"the chosen batch size ({chosen.batch_size}, from {baseline.batch_size}) "
+            "changes the learning dynamics: fewer optimizer steps per epoch; retune the "
+            "learning rate. Gradient accumulation (with_gradient_accumulation) can only make "
+            "the effective batch larger, not keep the smaller one"
+        )
+    if chosen.policy != baseline.policy:
+        notes.append(f"build the model under mixed_precision({chosen.policy!r})")
+    if chosen.augment_on_device:
+        notes.append(
+            'build the pipeline with augment_on="device" and fit '
+            "tfthroughput.data.DeviceAugmented(model, dataset); save the model itself"
+        )
+    spe = chosen.steps_per_execution
+    if spe != baseline.steps_per_execution and spe > 1:
+        notes.append(
+            f"Keras runs whole executions: with steps_per_execution={spe}, keep fit's "
+            f"steps_per_epoch a multiple of {spe} (fit trains steps_per_epoch rounded up to a "
+            "multiple of it); GPUMonitor warns when it is not"
+        )
+    return notes
