@@ -46,7 +46,6 @@ from tune import PREDICT_WORKLOADS, WORKLOADS  # noqa: E402 - benchmarks/tune.py
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only  # noqa: E402
 from tfthroughput.precision import recommend_precision  # noqa: E402
 from tfthroughput.tuning import TuneSetup, tune  # noqa: E402
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED  # noqa: E402
 from tfthroughput.tuning.engine.confirmation import WholeRuns  # noqa: E402
 from tfthroughput.tuning.engine.measure import compare, compare_together  # noqa: E402
 from tfthroughput.tuning.engine.trial_model import TrialFailed  # noqa: E402
@@ -101,7 +100,7 @@ def train_starter(build, data, pipe, base: TuneSetup):
 
 def train_grid(data, base: TuneSetup, max_spe: int, epoch: int) -> list[TuneSetup]:
     values = [v for v in (2**i for i in range(12)) if v <= min(max_spe, epoch)]
-    pipelines = (False, True) if data.kind in (ARRAYS, BATCHED, UNBATCHED) else (False,)
+    pipelines = (False, True) if data.rebuildable else (False,)
     grid = []
     for spe, jit, policy, pipeline in itertools.product(
         values, (False, True), policies(base), pipelines

@@ -1,5 +1,5 @@
 """tune's argument checks that both modes run, the arguments both modes take
-(:class:`SearchArguments`), and the kinds of data both modes read.
+(:class:`SearchArguments`).
 
 Each mode's own arguments live with the data it reads (``training.data.TuneArguments``,
 ``inference.data.InferenceArguments``); which mode runs is ``tuner``'s rule. Each check
@@ -18,11 +18,6 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import check_callable, check_positive_int
-
-ARRAYS = "arrays"
-BATCHED = "batched dataset"
-UNBATCHED = "unbatched dataset"
-PY_DATASET = "PyDataset"
 
 
 def is_dataset(value: object) -> bool:

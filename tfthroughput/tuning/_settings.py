@@ -12,7 +12,6 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning._arguments import PY_DATASET
 from tfthroughput.tuning.engine.environment import policy_to_try
 from tfthroughput.tuning.inference.workload import InferenceSettings
 from tfthroughput.tuning.knobs.steps_per_execution import epoch_steps
@@ -40,7 +39,7 @@ def training_settings(arguments: TuneArguments) -> TrainingSettings:
     )
     # A PyDataset's input side is measured, not rebuilt: no TensorFlow needed for that.
     try_pipeline = arguments.pipeline and (
-        keras.backend.backend() == "tensorflow" or training.kind == PY_DATASET
+        keras.backend.backend() == "tensorflow" or not training.rebuildable
     )
     if arguments.pipeline and not try_pipeline:
         notes.append(

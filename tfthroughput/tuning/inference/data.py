@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 import numpy as np
 
 from tfthroughput._validation import check_positive_int, leading_dimension
 from tfthroughput.tuning._arguments import (
-    ARRAYS,
-    BATCHED,
-    UNBATCHED,
     SearchArguments,
     array_batches,
     check_fraction,
@@ -39,69 +36,106 @@ CHECK_EXAMPLES = 256
 
 @dataclass(frozen=True)
 class InferenceData:
-    """What ``predict`` takes, as given.
+    """What ``predict`` takes, as given: one subclass per kind of input (arrays, a
+    ``tf.data.Dataset``), read once by :func:`inference_data`.
 
     Attributes:
-        kind: ``"arrays"``, ``"batched dataset"`` or ``"unbatched dataset"``.
         value: The inputs ``x`` (arrays) or the dataset.
         batch_size: Examples per batch; ``None`` for a batched dataset.
         examples: Examples in the arrays; ``None`` for a dataset.
     """
 
-    kind: str
     value: Any
     batch_size: int | None
-    examples: int | None
+    examples: int | None = None
+    batch_note: ClassVar[str | None] = None  # why a larger batch cannot be tried
 
     def feed(self, batch_size: int | None, num_batches: int) -> dict[str, Any]:
         """``predict`` arguments for ``num_batches`` batches of ``batch_size`` examples,
-        the same examples in the same order every time (arrays repeated as needed)."""
-        if self.kind == ARRAYS:
-            wanted = num_batches * batch_size
-            repeats = max(1, math.ceil(wanted / self.examples))
-
-            def take(array: Any) -> np.ndarray:
-                array = np.asarray(array)
-                if repeats > 1:
-                    array = np.concatenate([array] * repeats)
-                return array[:wanted]
-
-            return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
-        return {"x": self._batched(batch_size).repeat(), "steps": num_batches}
+        the same examples in the same order every time."""
+        raise NotImplementedError
 
     def one_batch(self, batch_size: int | None) -> Any:
         """The inputs of the first batch, for ``predict_on_batch``."""
-        if self.kind == ARRAYS:
-            return self.feed(batch_size, 1)["x"]
-        batch = next(iter(self._batched(batch_size)))
-        x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
-        return x
+        raise NotImplementedError
 
     def check_feed(self, batch_size: int | None) -> dict[str, Any]:
         """``predict`` arguments for the examples of the output check, in ``batch_size``
         batches (the last one may be partial)."""
-        if self.kind == ARRAYS:
-            count = min(self.examples, CHECK_EXAMPLES)
-            take = lambda array: np.asarray(array)[:count]  # noqa: E731
-            return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
-        if self.kind == UNBATCHED:
-            return {"x": self.value.take(CHECK_EXAMPLES).batch(batch_size)}
-        batches = max(1, CHECK_EXAMPLES // max(1, self.batch_examples()))
-        return {"x": self.value.take(batches)}
+        raise NotImplementedError
 
     def whole_feed(self, batch_size: int | None, most: float) -> tuple[dict[str, Any], bool]:
         """``predict`` arguments for the data as given at ``batch_size``, and whether that is
         all of it: the first ``most`` examples (at least a batch) where it holds more, or where
         a dataset does not end or its length is unknown."""
-        if self.kind == ARRAYS:
-            keep = max(batch_size, int(most))
-            if keep >= self.examples:
-                return {"x": self.value, "batch_size": batch_size}, True
-            take = lambda array: np.asarray(array)[:keep]  # noqa: E731
-            return {
-                "x": keras.tree.map_structure(take, self.value),
-                "batch_size": batch_size,
-            }, False
+        raise NotImplementedError
+
+    def batch_examples(self) -> int:
+        """Examples in one batch as given (the first batch of a batched dataset)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return leading_dimension(self.one_batch(None))
+
+
+class InferenceArrays(InferenceData):
+    """NumPy arrays: one, a list or a dict of them."""
+
+    def feed(self, batch_size: int | None, num_batches: int) -> dict[str, Any]:
+        """Repeated as needed."""
+        wanted = num_batches * batch_size
+        repeats = max(1, math.ceil(wanted / self.examples))
+
+        def take(array: Any) -> np.ndarray:
+            array = np.asarray(array)
+            if repeats > 1:
+                array = np.concatenate([array] * repeats)
+            return array[:wanted]
+
+        return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
+
+    def one_batch(self, batch_size: int | None) -> Any:
+        return self.feed(batch_size, 1)["x"]
+
+    def check_feed(self, batch_size: int | None) -> dict[str, Any]:
+        return self._first(min(self.examples, CHECK_EXAMPLES), batch_size)
+
+    def whole_feed(self, batch_size: int | None, most: float) -> tuple[dict[str, Any], bool]:
+        keep = max(batch_size, int(most))
+        if keep >= self.examples:
+            return {"x": self.value, "batch_size": batch_size}, True
+        return self._first(keep, batch_size), False
+
+    def _first(self, count: int, batch_size: int | None) -> dict[str, Any]:
+        take = lambda array: np.asarray(array)[:count]  # noqa: E731
+        return {"x": keras.tree.map_structure(take, self.value), "batch_size": batch_size}
+
+
+class InferenceDataset(InferenceData):
+    """A ``tf.data.Dataset``: batched (``batch_size`` ``None``), or unbatched with one."""
+
+    @property
+    def batch_note(self) -> str | None:
+        if self.batch_size is None:
+            return (
+                "batch size not tried: the dataset is already batched (pass it unbatched, "
+                "with batch_size, to let tune try larger batches)"
+            )
+        return None
+
+    def feed(self, batch_size: int | None, num_batches: int) -> dict[str, Any]:
+        return {"x": self._batched(batch_size).repeat(), "steps": num_batches}
+
+    def one_batch(self, batch_size: int | None) -> Any:
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(next(iter(self._batched(batch_size))))
+        return x
+
+    def check_feed(self, batch_size: int | None) -> dict[str, Any]:
+        if self.batch_size is not None:
+            return {"x": self.value.take(CHECK_EXAMPLES).batch(batch_size)}
+        batches = max(1, CHECK_EXAMPLES // max(1, self.batch_examples()))
+        return {"x": self.value.take(batches)}
+
+    def whole_feed(self, batch_size: int | None, most: float) -> tuple[dict[str, Any], bool]:
         dataset = self._batched(batch_size)
         per_batch = batch_size if batch_size is not None else self.batch_examples()
         allowed = max(1, int(most // per_batch))
@@ -110,15 +144,8 @@ class InferenceData:
             return {"x": dataset}, True
         return {"x": dataset.take(allowed)}, False
 
-    def batch_examples(self) -> int:
-        """Examples in one batch as given (the first batch of a batched dataset)."""
-        if self.batch_size is not None:
-            return self.batch_size
-        x = self.one_batch(None)
-        return leading_dimension(x)
-
     def _batched(self, batch_size: int | None) -> Any:
-        return self.value if self.kind == BATCHED else self.value.batch(batch_size)
+        return self.value if self.batch_size is None else self.value.batch(batch_size)
 
 
 def inference_data(data: object, batch_size: object) -> InferenceData:
@@ -132,13 +159,13 @@ def inference_data(data: object, batch_size: object) -> InferenceData:
     batch_size = check_positive_int("batch_size", batch_size, allow_none=True)
     if is_dataset(data):
         if batch_size is None:
-            return InferenceData(BATCHED, data, None, None)
-        return InferenceData(UNBATCHED, data, int(batch_size), None)
+            return InferenceDataset(data, None)
+        return InferenceDataset(data, int(batch_size))
     x = data[0] if isinstance(data, tuple) and len(data) in (2, 3) else data
     leaves = keras.tree.flatten(x) if x is not None else []
     if leaves and all(hasattr(v, "shape") and len(v.shape) > 0 for v in leaves):
         examples, size = array_batches(leaves, batch_size)
-        return InferenceData(ARRAYS, x, size, examples)
+        return InferenceArrays(x, size, examples)
     raise TypeError(
         "`data` must be what model.predict takes: NumPy arrays (one, a list or a dict; with "
         "`batch_size`, default 32) or a tf.data.Dataset (batched, or unbatched with "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED
 from tfthroughput.tuning.engine.contract import Proposal, SearchView
 from tfthroughput.tuning.engine.verdict import OVER_LATENCY
 from tfthroughput.tuning.knobs.lines import Line, doublings, walk_along
@@ -19,15 +18,12 @@ from tfthroughput.tuning.knobs.lines import Line, doublings, walk_along
 def batch_knob(view: SearchView) -> Line:
     """The batch size doubled from twice the given one while it gains."""
     mode, data = view.mode, view.mode.data
-    if data.kind == BATCHED:
-        view.note(
-            "batch size not tried: the dataset is already batched (pass it unbatched, "
-            "with batch_size, to let tune try larger batches)"
-        )
+    if data.batch_note:
+        view.note(data.batch_note)
         return 1.0
     given = data.batch_size
     bound = given * mode.most_batch_factor
-    if data.kind == ARRAYS and data.examples < bound:
+    if data.examples is not None and data.examples < bound:
         bound = data.examples
         view.note(f"batch size bounded by the {bound} examples in the data")
     limit = mode.latency_limit_ms

@@ -6,7 +6,6 @@ once more on the best setup.
 from __future__ import annotations
 
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds
-from tfthroughput.tuning._arguments import PY_DATASET
 from tfthroughput.tuning.engine.contract import Proposal, SearchView
 from tfthroughput.tuning.engine.trial_model import failure_reason
 from tfthroughput.tuning.knobs.lines import Line
@@ -22,7 +21,7 @@ def pipeline_knob(view: SearchView) -> Line:
     probe = yield Proposal(view.base, label=PROBE_LABEL, probe=True)
     if probe is not None and probe.ratio is not None:
         fraction = rebuilding.probe_fraction(probe.ratio)
-    if data.kind == PY_DATASET:  # its input is the user's Python code: say, not rebuild
+    if not data.rebuildable:  # its input is the user's Python code: say, not rebuild
         view.note(rebuilding.py_dataset_note(data.value, fraction))
         return view.best.ratio
     try:
@@ -57,7 +56,7 @@ def pipeline_on_best_knob(view: SearchView) -> Line:
     input side is a larger share of each step, and a pipeline that was not the limit at the
     baseline can be (docs/tuning.md, "Why the search is shaped so")."""
     best = view.best.setup
-    if view.mode.data.kind == PY_DATASET or best.pipeline or best.augment_on_device:
+    if not view.mode.data.rebuildable or best.pipeline or best.augment_on_device:
         return view.best.ratio
     try:
         view.mode.pipeline_plan()

@@ -30,7 +30,6 @@ from tfthroughput._optional import import_tensorflow
 from tfthroughput._validation import leading_dimension
 from tfthroughput.data.keras_inputs import describe_workers
 from tfthroughput.diagnosis.verdict import DiagnosisThresholds, input_bound_fraction
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED
 from tfthroughput.tuning.training.data import TrainingData
 
 # Lint rules about speed (not about reproducibility).
@@ -62,11 +61,11 @@ class PipelinePlan:
 
 def lint_rules(data: TrainingData) -> tuple[str, ...]:
     """Speed findings of ``lint_pipeline`` for a dataset (none for arrays)."""
-    if data.kind == ARRAYS:
+    if data.dataset is None:
         return ()
     from tfthroughput.data.lint import lint_pipeline
 
-    return tuple(rule for rule in lint_pipeline(data.value).rules if rule in _SPEED_RULES)
+    return tuple(rule for rule in lint_pipeline(data.dataset).rules if rule in _SPEED_RULES)
 
 
 def probe_fraction(compute_only_ratio: float) -> float:
@@ -96,10 +95,10 @@ def plan(data: TrainingData) -> PipelinePlan:
     import_tensorflow("tfthroughput.tune's pipeline knob")
     notes = []
     cacheable = data.epoch_batches is not None
-    if data.kind != ARRAYS:
+    if data.dataset is not None:
         from tfthroughput.data.lint import random_stages
 
-        random = random_stages(data.value)
+        random = random_stages(data.dataset)
         if random:
             cacheable = False
             notes.append(f"not cached: {random[0]} is random, a cache would freeze it")
@@ -108,8 +107,8 @@ def plan(data: TrainingData) -> PipelinePlan:
     if cacheable:
         notes.append("cached in memory after the first pass (the first epoch still reads it)")
     shuffle = {}
-    if data.kind == ARRAYS:
-        examples = array_examples(data.value[0])
+    if data.shuffled_by_fit:
+        examples = data.examples
         shuffle = {"shuffle_buffer": examples}
         notes.append(
             f"shuffled every pass over all {examples} examples, as fit shuffles arrays by default"
@@ -119,7 +118,7 @@ def plan(data: TrainingData) -> PipelinePlan:
     )
     return PipelinePlan(
         build_pipeline_kwargs={
-            "batch_size": None if data.kind == BATCHED else data.batch_size,
+            "batch_size": data.batch_size,
             "cache": cacheable,
             "deterministic": True,
             "repeat": True,
@@ -135,41 +134,9 @@ def rebuilt(data: TrainingData, pipeline: PipelinePlan, batch_size: int | None) 
     from tfthroughput.data.pipeline import build_pipeline
 
     kwargs = dict(pipeline.build_pipeline_kwargs)
-    if data.kind != BATCHED:
+    if data.batch_size is not None:  # a batched dataset keeps its own batches
         kwargs["batch_size"] = batch_size
-    source = data.value
-    if data.kind == ARRAYS:
-        x, y = source
-        # fit reads a list of arrays as several inputs; tf.data would stack it into one tensor
-        source = as_tuples((x, y, data.sample_weight))
-        if data.sample_weight is None and y is not None:
-            source = source[:2]
-        elif data.sample_weight is None:  # x alone, as fit(x) reads it; several inputs in a
-            # 1-tuple, which fit reads as x (a 2-tuple of inputs would be read as (x, y))
-            source = (source[0],) if isinstance(source[0], tuple) else source[0]
-    return build_pipeline(source, **kwargs)
-
-
-def array_examples(x: Any) -> int:
-    """Examples in ``x``: arrays, or a list, tuple or dict of them."""
-    import keras
-
-    return int(len(keras.tree.flatten(x)[0]))
-
-
-def as_tuples(value: Any) -> Any:
-    """``value`` with every list made a tuple: ``fit`` takes a list of arrays as several
-    inputs, where ``tf.data.Dataset.from_tensor_slices`` would stack it into one tensor.
-
-    Example:
-        >>> as_tuples({"a": [1, [2, 3]]})
-        {'a': (1, (2, 3))}
-    """
-    if isinstance(value, (list, tuple)):
-        return tuple(as_tuples(item) for item in value)
-    if isinstance(value, dict):
-        return {key: as_tuples(item) for key, item in value.items()}
-    return value
+    return build_pipeline(data.pipeline_source(), **kwargs)
 
 
 def fill_cache(dataset: Any, batches: int | None) -> None:
@@ -195,7 +162,7 @@ def repeat_batch(batch: dict, steps: int) -> dict:
 def device_dataset(data: TrainingData, batch_size: int | None) -> tuple[Any, str]:
     """The pipeline rebuilt with ``augment_on="device"`` (repeating), or ``None`` and why not
     (``""`` where the knob does not apply: no CPU augmentation of ``build_pipeline``'s)."""
-    if data.kind == ARRAYS:
+    if data.dataset is None:
         return None, ""
     from tfthroughput.data.device_augmentation import rebuilt as rebuilt_on_device
 

@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
-import numpy as np
 
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
 from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.training.data import TrainingData
 from tfthroughput.tuning.training.fit_runner import FitRunner
@@ -51,18 +49,7 @@ def replay_feed(data: TrainingData, batch_size: int | None, steps: int) -> tuple
 
     Arrays are fed unshuffled, so every pass is already the same; a ``tf.data`` input is read
     once into an in-memory cache of its first ``steps`` batches."""
-    if data.kind == ARRAYS:
-        return data.feed(batch_size, steps), ""
-    if data.kind not in (BATCHED, UNBATCHED):
-        return None, "a PyDataset is read as given"
-    size = sum(np.asarray(leaf).nbytes for leaf in keras.tree.flatten(data.first_batch()))
-    if size * steps > REPLAY_MAX_BYTES:
-        mib = size * steps / 2**20
-        return None, f"its first {steps} batches would hold {mib:.0f} MiB in memory"
-    cached = data.feed(batch_size, steps)["x"].take(steps).cache()
-    for _ in cached:  # the one read of the input: later passes come from the cache
-        pass
-    return {"x": cached.repeat(), "shuffle": False}, ""
+    return data.replay_feed(batch_size, steps, REPLAY_MAX_BYTES)
 
 
 class Reseed(keras.callbacks.Callback):
@@ -115,7 +102,7 @@ def loss_check(
     if same_arithmetic and not check.passed and math.isfinite(runner.warmup_loss):
         # The rebuilt pipeline of arrays shuffles them as fit does: held to shuffled passes.
         data = getattr(workload, "data", None)
-        shuffled = bool(setup.pipeline) and getattr(data, "kind", None) == ARRAYS
+        shuffled = bool(setup.pipeline) and getattr(data, "shuffled_by_fit", False)
         measured = measured_tolerance(workload, view, shuffled=shuffled)
         if measured > EXACT_TOLERANCE:
             tolerance = max(measured, workload.settings.loss_tolerance)

@@ -11,12 +11,9 @@ description says so.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning._arguments import ARRAYS, BATCHED, UNBATCHED
 from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
 from tfthroughput.tuning.setup import TuneSetup
 from tfthroughput.tuning.training import pipeline as rebuilding
@@ -52,14 +49,7 @@ class EpochPlan:
 def epoch_length(data: TrainingData, batch_size: int | None, steps_per_epoch: int | None):
     """Steps in one of the user's epochs at ``batch_size``: ``steps_per_epoch`` where given,
     else the data's batches (``None`` where the data does not end or its length is unknown)."""
-    if steps_per_epoch is not None:
-        return steps_per_epoch
-    if data.kind == ARRAYS:
-        x, _ = data.value
-        return math.ceil(leading_dimension(x) / batch_size)
-    if data.kind == UNBATCHED and data.epoch_batches is not None:
-        return math.ceil(int(data.value.cardinality()) / batch_size)
-    return data.epoch_batches
+    return steps_per_epoch if steps_per_epoch is not None else data.epoch_length(batch_size)
 
 
 def epoch_plan(
@@ -77,8 +67,8 @@ def epoch_plan(
     whole = length is not None and length <= cap
     steps = length if whole else cap
     examples = steps * examples_per_step
-    if data.kind == ARRAYS:  # the last batch of an epoch to the arrays' end may be partial
-        examples = min(examples, leading_dimension(data.value[0]))
+    if data.examples is not None:  # the last batch of an epoch to the arrays' end may be partial
+        examples = min(examples, data.examples)
     return EpochPlan(steps, whole, length, examples)
 
 
@@ -102,18 +92,8 @@ def epoch_feed(
         return {"x": dataset, "steps_per_epoch": plan.steps, "shuffle": False}, warm
     # As the user feeds it; the epoch is told where the user tells it or it is shortened.
     told = plan.steps if (steps_per_epoch is not None or not plan.whole) else None
-    if data.kind == ARRAYS:
-        x, y = data.value
-        feed = {"x": x, "batch_size": size} if y is None else {"x": x, "y": y, "batch_size": size}
-        if data.sample_weight is not None:
-            feed["sample_weight"] = data.sample_weight
-    elif data.kind in (BATCHED, UNBATCHED):  # shuffle=False: fit ignores it, with a warning
-        dataset = data.value if data.kind == BATCHED else data.value.batch(size)
-        if plan.length is None:  # a length tf.data cannot tell (a generator): never run out
-            dataset = dataset.repeat()
-        feed = {"x": dataset, "shuffle": False}
-    else:
-        feed = {"x": data.value, "shuffle": False}
+    # A length tf.data cannot tell (a generator): never run out.
+    feed = data.epoch_feed(size, endless=plan.length is None)
     return {**feed, "steps_per_epoch": told}, warm
 
 
