@@ -14,7 +14,7 @@ For each: `tune(...)` (its search, then its confirmation by whole `fit` epochs),
 baseline and the chosen setup are rebuilt and timed side by side (alternated, `--repeats` rounds
 of `--steps` steps, medians), independently of tune's own measurements; and timed as a user
 times their own `fit`: the model as given and the chosen setup applied to the same call as
-`tfthroughput tune --apply` applies it, 3-epoch fits alternated, epochs 2-3 by a callback.
+`tfthroughput tune --apply` applies it, 4-epoch fits alternated, epochs 2-4 by a callback.
 Each workload's line gives the search's figure for its pick, the confirmed figure
 (`result.speedup`), both re-timings, and what the confirmation added to the search's time.
 
@@ -250,7 +250,7 @@ def side_by_side(build, data, batch_size, result, steps: int, repeats: int):
     return comparison
 
 
-def user_fit_side_by_side(build, data, batch_size, result, rounds: int, epochs: int = 3):
+def user_fit_side_by_side(build, data, batch_size, result, rounds: int, epochs: int = 4):
     """As a user times their own ``fit``: the model as given, and the chosen setup applied to
     the same call as ``tfthroughput tune --apply`` applies it (``result.apply``, the call's data
     changed by ``call_apply.data_changer``), each fitted ``epochs`` epochs with Keras's

@@ -3,10 +3,12 @@ the user feeds it (arrays shuffled as ``fit`` does by default, a dataset as give
 pipeline where chosen), with the user's ``steps_per_epoch`` or to the data's end, callbacks
 included.
 
-A whole epoch is timed where the rounds fit the confirmation's share of the search's time;
-an epoch longer than that is timed over its first steps (a multiple of every
-``steps_per_execution`` confirmed, so Keras runs whole executions), and the work's
-description says so.
+A whole epoch is timed as the second epoch of a two-epoch ``fit``, as it runs inside the
+user's own ``fit`` (the first starts the input's iterator and prefetching, once per ``fit``),
+where two of them per round fit the confirmation's share of the search's time; an epoch longer
+than that is timed over its first steps in a one-epoch ``fit`` (a multiple of every
+``steps_per_execution`` confirmed, so Keras runs whole executions; a second epoch could run
+past the data's end), and the work's description says so.
 """
 
 from __future__ import annotations
@@ -108,14 +110,19 @@ def confirm_by_epochs(
             plan and runners.
         base: The setup as given.
         candidates: ``(setup, label)`` pairs to confirm, best first.
-        most: The most examples one timed epoch may hold.
+        most: The most examples one timed run may hold (a whole epoch is timed in a fit of
+            two, so it holds at most half).
     """
     data, settings, epoch = workload.data, workload.settings, workload.settings.epoch_steps
     multiple = max(s.steps_per_execution for s, _ in [(base, ""), *candidates])
 
+    def timed_plan(batch_size: int | None) -> EpochPlan:
+        step = workload.examples_per_step(batch_size)
+        plan = epoch_plan(data, batch_size, step, epoch, most / 2, multiple)
+        return plan if plan.whole else epoch_plan(data, batch_size, step, epoch, most, multiple)
+
     def start(setup: TuneSetup) -> WholeRuns:
-        step = workload.examples_per_step(setup.batch_size)
-        plan = epoch_plan(data, setup.batch_size, step, epoch, most, multiple)
+        plan = timed_plan(setup.batch_size)
         feed, warm = epoch_feed(data, setup, plan, workload.plan, epoch)
         build = workload.build_model
         if setup.augment_on_device:
@@ -126,10 +133,8 @@ def confirm_by_epochs(
             given, build, feed, steps=told, warm_data=warm, callbacks=settings.callbacks
         )
         runner.start()  # a whole (or shortened) epoch: the timed epochs' warm-up
-        return WholeRuns(runner, plan.examples)
+        return WholeRuns(runner, plan.examples, runner.run_second_epoch if plan.whole else None)
 
-    base_step = workload.examples_per_step(base.batch_size)
-    plan = epoch_plan(data, base.batch_size, base_step, epoch, most, multiple)
-    work = plan.work(bool(settings.callbacks))
+    work = timed_plan(base.batch_size).work(bool(settings.callbacks))
     rounds = settings.confirm_rounds
     return confirm(start, base, candidates, rounds=rounds, clock=workload.clock, work=work)
