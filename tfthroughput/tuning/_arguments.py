@@ -163,3 +163,13 @@ def check_bools(arguments: object, *names: str) -> None:
         value = getattr(arguments, name)
         if not isinstance(value, bool):
             raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
+
+
+def already_batched_note(batch_size: int | None) -> str | None:
+    """Why a dataset's batch size is not tried: it came batched (``batch_size`` ``None``)."""
+    if batch_size is None:
+        return (
+            "batch size not tried: the dataset is already batched (pass it unbatched, "
+            "with batch_size, to let tune try larger batches)"
+        )
+    return None

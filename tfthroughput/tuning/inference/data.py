@@ -18,6 +18,7 @@ import numpy as np
 from tfthroughput._validation import check_positive_int, leading_dimension
 from tfthroughput.tuning._arguments import (
     SearchArguments,
+    already_batched_note,
     array_batches,
     check_fraction,
     check_positive_amount,
@@ -115,12 +116,7 @@ class InferenceDataset(InferenceData):
 
     @property
     def batch_note(self) -> str | None:
-        if self.batch_size is None:
-            return (
-                "batch size not tried: the dataset is already batched (pass it unbatched, "
-                "with batch_size, to let tune try larger batches)"
-            )
-        return None
+        return already_batched_note(self.batch_size)
 
     def feed(self, batch_size: int | None, num_batches: int) -> dict[str, Any]:
         return {"x": self._batched(batch_size).repeat(), "steps": num_batches}

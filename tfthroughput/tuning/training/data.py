@@ -19,6 +19,7 @@ from tfthroughput._validation import check_positive_int
 from tfthroughput.data.keras_inputs import EndlessPyDataset, check_not_one_pass, is_py_dataset
 from tfthroughput.tuning._arguments import (
     SearchArguments,
+    already_batched_note,
     array_batches,
     check_bools,
     check_fraction,
@@ -154,12 +155,7 @@ class TrainingDataset(TrainingData):
 
     @property
     def batch_note(self) -> str | None:
-        if self.batch_size is None:
-            return (
-                "batch size not tried: the dataset is already batched (pass it unbatched, "
-                "with batch_size, to let tune try larger batches)"
-            )
-        return None
+        return already_batched_note(self.batch_size)
 
     @property
     def dataset(self) -> Any:
