@@ -620,6 +620,40 @@ def test_the_confirmation_times_an_epoch_as_it_runs_inside_a_many_epoch_fit():
     assert result.speedup == pytest.approx(4.5)
 
 
+class FitShapes(keras.callbacks.Callback):
+    """Each ``fit``'s steps per epoch and epochs, as Keras gives them to callbacks."""
+
+    def __init__(self):
+        super().__init__()
+        self.fits = []
+
+    def on_train_begin(self, logs=None):
+        self.fits.append((self.params["steps"], self.params["epochs"]))
+
+
+def test_the_confirmation_warms_each_side_by_one_execution_where_a_fit_epoch_warms_the_next():
+    clock = CostClock()
+    shapes = FitShapes()  # the user's callbacks run in the confirmation's fits only
+    tune(
+        charged_mlp(clock, launch=0.004, per_step=0.0005),
+        arrays(256),  # 32 steps of 8: whole epochs fit
+        batch_size=8,
+        callbacks=[shapes],
+        xla=False,
+        pipeline=False,
+        max_steps_per_execution=8,
+        clock=clock,
+        **QUICK,
+    )
+
+    timed = [fit for fit in shapes.fits if fit == (32, 2)]
+    warmups = [steps for steps, epochs in shapes.fits if epochs == 1]
+    assert len(timed) == 5 * 3  # five rounds of the baseline, the pick and the next-best
+    # Each side's start and re-warm-up: one execution of at most 8 steps, not a 32-step epoch.
+    assert len(timed) + len(warmups) == len(shapes.fits)
+    assert warmups and max(warmups) == 8
+
+
 def test_when_no_pick_is_faster_by_the_users_epochs_the_baseline_is_kept():
     clock = CostClock()
     # A 5 s epoch hook for every setup: 5.144 s against 5.032 s (1.02x, every round won) is

@@ -129,10 +129,18 @@ def confirm_by_epochs(
             build = rebuilding.device_builder(build, feed["x"])
         told = feed.pop("steps_per_epoch")
         given = None if setup == base else setup
+        # A two-epoch fit's first epoch warms the timed one: the start only traces (one
+        # execution); a shortened epoch, timed in a fit of its own, is warmed by one like it.
         runner = workload.runner(
-            given, build, feed, steps=told, warm_data=warm, callbacks=settings.callbacks
+            given,
+            build,
+            feed,
+            steps=told,
+            warm_data=warm,
+            callbacks=settings.callbacks,
+            warmup_steps=multiple if plan.whole else None,
         )
-        runner.start()  # a whole (or shortened) epoch: the timed epochs' warm-up
+        runner.start()
         return WholeRuns(runner, plan.examples, runner.run_second_epoch if plan.whole else None)
 
     work = timed_plan(base.batch_size).work(bool(settings.callbacks))
