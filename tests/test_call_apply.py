@@ -122,16 +122,17 @@ class _PredictBatches(keras.callbacks.Callback):
     [
         ("arrays", None, True, "; fit(..., steps_per_epoch=4)"),
         ("arrays", 4, True, ""),
-        ("dataset", None, False, ""),
+        ("dataset", None, True, "; fit(..., steps_per_epoch=4)"),
+        ("dataset of unknown length", None, False, ""),
     ],
 )
 def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(
     given, steps_per_epoch, repeat, added
 ):
-    # The search's rebuilt pipeline repeats (its timed runs read on and on). A call without
-    # steps_per_epoch ends its epochs at the data's end: arrays keep the repeating pipeline
-    # and get their batches per pass as steps_per_epoch (as the search timed it); a dataset,
-    # whose length is not known here, gets a pipeline that ends.
+    # The rebuilt pipeline repeats where it is timed (read on from epoch to epoch). A call
+    # without steps_per_epoch ends its epochs at the data's end: data whose length is known
+    # (arrays, a dataset's cardinality) keeps the repeating pipeline and gets its batches per
+    # pass as steps_per_epoch; a dataset whose length tf.data cannot tell gets one that ends.
     import tensorflow as tf
 
     model = _model()
@@ -143,7 +144,10 @@ def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(
     if given == "arrays":
         arguments = {"x": x, "y": y, "batch_size": 4, "steps_per_epoch": steps_per_epoch}
     else:
-        arguments = {"x": tf.data.Dataset.from_tensor_slices((x, y)), "steps_per_epoch": None}
+        dataset = tf.data.Dataset.from_tensor_slices((x, y))
+        if given == "dataset of unknown length":
+            dataset = dataset.filter(lambda *_: True)
+        arguments = {"x": dataset, "steps_per_epoch": None}
     call = CapturedCall("fit", model, arguments)
     done = apply_at_call(tuned, call)
 
@@ -155,6 +159,18 @@ def test_the_rebuilt_pipeline_ends_each_epoch_where_the_calls_epoch_ends(
     model.fit(**call.arguments, epochs=2, verbose=0, callbacks=[batches])
     # 4 steps an epoch (16 examples in 4s, or the call's 4), one batch hook per execution of 2
     assert batches.batches == 2 * 2
+
+
+@pytest.mark.tensorflow
+def test_a_batched_dataset_keeps_its_batches_and_repeats_for_its_batches_per_pass():
+    import tensorflow as tf
+
+    pipeline = {"batch_size": None, "deterministic": True, "repeat": True}
+    batched = tf.data.Dataset.from_tensor_slices(np.ones((18, 2), "float32")).batch(4)
+    kwargs, steps = call_pipeline(pipeline, {"x": batched})
+    assert kwargs["repeat"] is True and steps == 5  # 4 full batches and a partial one a pass
+    _, none = call_pipeline(pipeline, {"x": batched.repeat()})
+    assert none is None  # an endless dataset: no pass to count, nothing added
 
 
 def test_a_call_that_does_not_shuffle_gets_the_arrays_pipeline_without_its_shuffle():

@@ -14,6 +14,7 @@ import inspect
 from typing import Any
 
 from tfthroughput.monitor.call_capture import CapturedCall
+from tfthroughput.tuning._arguments import is_dataset
 
 
 def apply_at_call(result: Any, call: CapturedCall) -> list[str]:
@@ -74,23 +75,29 @@ def call_pipeline(
     """``build_pipeline``'s arguments for a call, and the ``steps_per_epoch`` to give it
     (None where it keeps its own, or has none and gets a pipeline that ends).
 
-    The search timed a repeating pipeline, read on from one epoch to the next; a call without
-    ``steps_per_epoch`` ends each epoch at the data's end instead. For arrays, whose length is
-    known, the pipeline keeps repeating and the call gets their batches per pass as
-    ``steps_per_epoch``: the same examples an epoch, as the search timed them, where a pipeline
-    restarted at every epoch pays its start-up each time (``docs/tuning.md``). Other data is
-    given a pipeline that ends at the data's end (no ``repeat``). A call passing
-    ``shuffle=False`` gets arrays' pipeline without its shuffle."""
+    The search and the confirmation time a repeating pipeline, read on from one epoch to the
+    next; a call without ``steps_per_epoch`` ends each epoch at the data's end instead. Where
+    the data's length is known (arrays, a dataset whose cardinality ``tf.data`` tells), the
+    pipeline keeps repeating and the call gets its batches per pass as ``steps_per_epoch``: the
+    same examples an epoch, as they were timed, where a pipeline restarted at every epoch pays
+    its start-up each time (``docs/tuning.md``). Other data is given a pipeline that ends at the
+    data's end (no ``repeat``). A call passing ``shuffle=False`` gets arrays' pipeline without
+    its shuffle."""
     if arguments.get("shuffle") is False and "shuffle_buffer" in pipeline:
         # The call asked fit not to shuffle its arrays: neither does their pipeline.
         pipeline = {key: value for key, value in pipeline.items() if key != "shuffle_buffer"}
     if arguments.get("steps_per_epoch") is not None:
         return dict(pipeline), None
-    examples = _array_length(arguments.get("x"))
-    if examples is None:
+    x, batch_size = arguments.get("x"), pipeline.get("batch_size")
+    examples = _array_length(x)
+    if examples is not None:
+        batch_size = batch_size or arguments.get("batch_size") or 32
+        return {**pipeline, "repeat": True}, -(-examples // batch_size)
+    elements = _dataset_length(x)
+    if elements is None:
         return {**pipeline, "repeat": False}, None
-    batch_size = pipeline.get("batch_size") or arguments.get("batch_size") or 32
-    return {**pipeline, "repeat": True}, -(-examples // batch_size)
+    # A batched dataset keeps its batches (no batch_size): a pass is its elements.
+    return {**pipeline, "repeat": True}, -(-elements // (batch_size or 1))
 
 
 def _array_length(x: Any) -> int | None:
@@ -101,6 +108,15 @@ def _array_length(x: Any) -> int | None:
     if not leaves or not all(getattr(leaf, "shape", None) for leaf in leaves):
         return None
     return int(leaves[0].shape[0])
+
+
+def _dataset_length(x: Any) -> int | None:
+    """Elements in one pass of ``x`` when it is a ``tf.data.Dataset`` whose cardinality is
+    known and finite, else None."""
+    if not is_dataset(x):
+        return None
+    elements = int(x.cardinality())
+    return elements if elements > 0 else None
 
 
 def later_calls_hook(kind: str, model: Any, result: Any):
