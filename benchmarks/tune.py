@@ -13,8 +13,10 @@ Workloads (CPU, TensorFlow backend):
 
 For each: `tune(...)` (its search, then its confirmation by whole `fit` epochs), then the
 baseline and the chosen setup are rebuilt and timed side by side (alternated, `--repeats` rounds
-of `--steps` steps, medians), independently of tune's own measurements; and timed as a user
-times their own `fit`: the model as given and the chosen setup applied to the same call as
+of `--steps` steps, medians, each run a one-epoch `fit`, so each pays its input's iterator
+start, which a many-epoch `fit` pays once), independently of tune's own measurements; and
+timed as a user times their own `fit`: the model as given and the chosen setup applied to the
+same call as
 `tfthroughput tune --apply` applies it, 4-epoch fits alternated, epochs 2-4 by a callback.
 Each workload's line gives the search's figure for its pick, the confirmed figure
 (`result.speedup`), both re-timings, and what the confirmation added to the search's time.
