@@ -63,6 +63,15 @@ def test_picks_put_the_searchs_pick_first_then_the_faster_by_ratio():
     ]
 
 
+def test_the_next_best_is_a_faster_setup_off_the_picks_steps_per_execution_line_where_one_is():
+    # The search's pick, steps_per_execution=8, then a neighbour on its line (4, at 3.0x) and
+    # the pick with its pipeline rebuilt (2.8x): the search's short runs each restart the
+    # input, so the rebuilt pipeline's gain in the user's epochs is judged by the confirmation.
+    rebuilt = SPE8.with_(pipeline=True)
+    trials = [trial(SPE8, 3.2), trial(SPE4, 3.0), trial(rebuilt, 2.8), trial(XLA, 1.5)]
+    assert [setup for setup, _ in picks(trials, SPE8, BASE)] == [SPE8, rebuilt, XLA, SPE4]
+
+
 def test_the_pick_confirmed_gives_its_figure_and_no_outcome_line():
     fake = Fake({BASE: [1.0], SPE8: [0.25]})
     found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")

@@ -89,10 +89,21 @@ class Confirmation:
 
 def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list[tuple[Any, str]]:
     """The setups to confirm, best first: the search's pick, then its other faster setups by
-    median ratio, each once, as ``(setup, label)``."""
+    median ratio, each once, as ``(setup, label)``; those that differ from the pick in more
+    than ``steps_per_execution`` come before those that do not.
+
+    A neighbour on the pick's ``steps_per_execution`` line is judged by the search's runs as
+    the user's work judges it; a different input pipeline, policy or batch size is not (the
+    search's short runs each start their input afresh, which a rebuilt pipeline that repeats
+    spares the user's epochs; a policy or a batch costs in a whole call's set-up), so the
+    confirmation's second place goes to such a setup where one was faster."""
+
+    def same_line(setup: TuneSetup) -> bool:
+        return setup.with_(steps_per_execution=chosen.steps_per_execution) == chosen
+
     faster = sorted(
         (t for t in trials if t.status == FASTER and t.setup != baseline),
-        key=lambda t: (t.setup != chosen, -(t.ratio or 0.0)),
+        key=lambda t: (t.setup != chosen, same_line(t.setup), -(t.ratio or 0.0)),
     )
     seen, found = set(), []
     for trial in faster:
