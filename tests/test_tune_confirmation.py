@@ -72,6 +72,25 @@ def test_the_next_best_is_a_faster_setup_off_the_picks_steps_per_execution_line_
     assert [setup for setup, _ in picks(trials, SPE8, BASE)] == [SPE8, rebuilt, XLA, SPE4]
 
 
+@pytest.mark.parametrize(
+    "next_best_seconds, chosen",
+    [
+        # A higher median (5x against 4x) that loses to the pick in 2 rounds of 5: the pick.
+        ([0.2, 0.4, 0.2, 0.4, 0.2], SPE8),
+        # Faster than the pick in every round: the next-best.
+        ([0.2] * 5, SPE4),
+    ],
+)
+def test_the_next_best_replaces_a_faster_pick_only_where_it_beats_it_round_by_round(
+    next_best_seconds, chosen
+):
+    fake = Fake({BASE: [1.0], SPE8: [0.25, 0.33, 0.25, 0.33, 0.25], SPE4: next_best_seconds})
+    found = confirm(
+        fake.start, BASE, [(SPE8, "8"), (SPE4, "4")], rounds=5, clock=lambda: 0.0, work="w"
+    )
+    assert found.pick == SPE8 and found.setup == chosen
+
+
 def test_the_pick_confirmed_gives_its_figure_and_no_outcome_line():
     fake = Fake({BASE: [1.0], SPE8: [0.25]})
     found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")

@@ -550,22 +550,28 @@ def test_the_confirmation_times_the_users_epochs_and_gives_the_headline():
     assert result.to_dict()["confirmation"]["ratio"] == pytest.approx(4.5)
 
 
-def test_a_pick_the_users_epochs_do_not_confirm_gives_way_to_the_next_best():
-    clock = CostClock()
-    # At 8 steps per call the callback costs 0.5 s an epoch: 0.144 s against 0.532 s by whole
-    # epochs (0.27x), while 4 steps per call keep their 3.0x (0.144 s against 0.048 s).
-    slow_at_eight = EpochHookCost(clock, lambda m: 0.5 if m.steps_per_execution == 8 else 0.0)
-    result = tune(
+def tune_steps_per_execution_by_epochs(clock: CostClock, callback) -> TuneResult:
+    """``steps_per_execution`` alone tuned on the injected clock, over 256 examples (32 steps of
+    8: the confirmation times whole epochs), ``callback`` run in the confirmation's fits."""
+    return tune(
         charged_mlp(clock, launch=0.004, per_step=0.0005),
-        arrays(256),  # 32 steps of 8: whole epochs fit
+        arrays(256),
         batch_size=8,
-        callbacks=[slow_at_eight],
+        callbacks=[callback],
         xla=False,
         pipeline=False,
         max_steps_per_execution=8,
         clock=clock,
         **QUICK,
     )
+
+
+def test_a_pick_the_users_epochs_do_not_confirm_gives_way_to_the_next_best():
+    clock = CostClock()
+    # At 8 steps per call the callback costs 0.5 s an epoch: 0.144 s against 0.532 s by whole
+    # epochs (0.27x), while 4 steps per call keep their 3.0x (0.144 s against 0.048 s).
+    slow_at_eight = EpochHookCost(clock, lambda m: 0.5 if m.steps_per_execution == 8 else 0.0)
+    result = tune_steps_per_execution_by_epochs(clock, slow_at_eight)
 
     confirmation = result.confirmation
     assert confirmation.pick.steps_per_execution == 8
@@ -603,17 +609,7 @@ def test_the_confirmation_times_an_epoch_as_it_runs_inside_a_many_epoch_fit():
     # 0.1 s at the start of each fit with more than one step per call: a one-epoch fit would
     # read 0.144 s against 0.132 s (1.09x); the second epoch of a two-epoch fit reads 4.5x.
     start_cost = FitStartCost(clock, lambda m: 0.1 if m.steps_per_execution > 1 else 0.0)
-    result = tune(
-        charged_mlp(clock, launch=0.004, per_step=0.0005),
-        arrays(256),  # 32 steps of 8: whole epochs fit
-        batch_size=8,
-        callbacks=[start_cost],
-        xla=False,
-        pipeline=False,
-        max_steps_per_execution=8,
-        clock=clock,
-        **QUICK,
-    )
+    result = tune_steps_per_execution_by_epochs(clock, start_cost)
 
     assert result.confirmation.work == "whole fit epochs (32 steps, callbacks included)"
     assert result.chosen.steps_per_execution == 8
@@ -634,17 +630,7 @@ class FitShapes(keras.callbacks.Callback):
 def test_the_confirmation_warms_each_side_by_one_execution_where_a_fit_epoch_warms_the_next():
     clock = CostClock()
     shapes = FitShapes()  # the user's callbacks run in the confirmation's fits only
-    tune(
-        charged_mlp(clock, launch=0.004, per_step=0.0005),
-        arrays(256),  # 32 steps of 8: whole epochs fit
-        batch_size=8,
-        callbacks=[shapes],
-        xla=False,
-        pipeline=False,
-        max_steps_per_execution=8,
-        clock=clock,
-        **QUICK,
-    )
+    tune_steps_per_execution_by_epochs(clock, shapes)
 
     timed = [fit for fit in shapes.fits if fit == (32, 2)]
     warmups = [steps for steps, epochs in shapes.fits if epochs == 1]
@@ -658,17 +644,7 @@ def test_when_no_pick_is_faster_by_the_users_epochs_the_baseline_is_kept():
     clock = CostClock()
     # A 5 s epoch hook for every setup: 5.144 s against 5.032 s (1.02x, every round won) is
     # inside the 3 % noise floor; so is 4 steps per call.
-    result = tune(
-        charged_mlp(clock, launch=0.004, per_step=0.0005),
-        arrays(256),
-        batch_size=8,
-        callbacks=[EpochHookCost(clock, lambda m: 5.0)],
-        xla=False,
-        pipeline=False,
-        max_steps_per_execution=8,
-        clock=clock,
-        **QUICK,
-    )
+    result = tune_steps_per_execution_by_epochs(clock, EpochHookCost(clock, lambda m: 5.0))
 
     assert not result.improved and result.chosen == result.baseline
     assert result.speedup == 1.0

@@ -8,9 +8,10 @@ search the baseline, the pick and the search's next-best faster setup are rebuil
 up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
 (:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the baseline by
 the search's own paired rule (``engine.paired``), rounds added up to twice ``rounds`` until every
-verdict settles. Of those shown faster, the highest median ratio is chosen: the next-best can
-win by the user's work where the pick's last knob helped only the search's runs (a policy that
-helps warm runs and costs in a whole call's set-up, say). If neither is faster, the baseline is
+verdict settles. Of those shown faster, the pick is chosen unless the next-best beats it round
+by round by the same rule: the next-best can win by the user's work where the pick's last knob
+helped only the search's runs (a policy that helps warm runs and costs in a whole call's
+set-up, say). If neither is faster, the baseline is
 kept. One line says which, unless the pick is chosen. What a piece of work is belongs to the
 workload (training or inference); the rule lives here once.
 """
@@ -23,6 +24,8 @@ from typing import Any
 
 from tfthroughput.tuning._table import paired_figure
 from tfthroughput.tuning.engine.measure import Comparison, compare_together
+from tfthroughput.tuning.engine.paired import FASTER as PAIRED_FASTER
+from tfthroughput.tuning.engine.paired import paired_ratio
 from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.engine.verdict import FASTER
 from tfthroughput.tuning.setup import TuneSetup
@@ -47,9 +50,9 @@ class Confirmation:
 
     Attributes:
         pick: The search's pick (its highest median ratio), confirmed first.
-        setup: The confirmed setup: of the search's pick and its next-best, the one faster
-            than the baseline beyond the noise with the higher median ratio, or the baseline
-            where neither was.
+        setup: The confirmed setup: the search's pick where it is faster than the baseline
+            beyond the noise and the next-best does not beat it round by round, else the
+            next-best where that is faster, else the baseline.
         label: What it changes from the baseline (``"the baseline"`` when kept).
         work: One timed piece of work, e.g. ``"whole fit epochs (128 steps)"``.
         rounds: Rounds run, each timing every side once in rotated order.
@@ -128,7 +131,8 @@ def confirm(
     work: str,
 ) -> Confirmation:
     """Time the baseline, the search's pick and the next-best in the same rounds by ``work``;
-    of those faster than the baseline beyond the noise, the highest median ratio is chosen.
+    of those faster than the baseline beyond the noise, the pick is chosen unless the next-best
+    beats it round by round by the same paired rule.
 
     Args:
         start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
@@ -165,7 +169,10 @@ def confirm(
     if not faster:
         outcome = f"confirmation: {'; '.join(said)}: the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=outcome)
-    chosen = max(faster, key=lambda index: found[index].ratio)
+    chosen = faster[0]  # the pick where it is faster, else the next-best
+    for index in faster[1:]:
+        if _beats(found[index], found[chosen]):
+            chosen = index
     setup, label = timed[chosen]
     outcome = "" if chosen == 0 else f"confirmation: {'; '.join(said)}: {label} is chosen"
     return Confirmation(
@@ -178,6 +185,14 @@ def confirm(
         **_figures(found[chosen]),
         outcome=outcome,
     )
+
+
+def _beats(contender: Comparison, other: Comparison) -> bool:
+    """Whether ``contender`` is faster than ``other`` by the paired rule, round by round (both
+    were timed in the same rounds): a higher median ratio alone would often be the luckier of
+    two noisy figures, a setup the user's own runs then find slower."""
+    rounds = zip(contender.speeds, other.speeds, strict=True)
+    return paired_ratio([mine / theirs for mine, theirs in rounds]).verdict == PAIRED_FASTER
 
 
 def _is_faster(found: Comparison | TrialFailed) -> bool:
