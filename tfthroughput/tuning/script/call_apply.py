@@ -15,6 +15,7 @@ from typing import Any
 
 from tfthroughput.monitor.call_capture import CapturedCall
 from tfthroughput.tuning._arguments import is_dataset
+from tfthroughput.tuning.training.data import training_data
 
 
 def apply_at_call(result: Any, call: CapturedCall) -> list[str]:
@@ -93,11 +94,11 @@ def call_pipeline(
     if examples is not None:
         batch_size = batch_size or arguments.get("batch_size") or 32
         return {**pipeline, "repeat": True}, -(-examples // batch_size)
-    elements = _dataset_length(x)
-    if elements is None:
-        return {**pipeline, "repeat": False}, None
     # A batched dataset keeps its batches (no batch_size): a pass is its elements.
-    return {**pipeline, "repeat": True}, -(-elements // (batch_size or 1))
+    batches = training_data(x, batch_size).epoch_batches if is_dataset(x) else None
+    if batches is None:
+        return {**pipeline, "repeat": False}, None
+    return {**pipeline, "repeat": True}, batches
 
 
 def _array_length(x: Any) -> int | None:
@@ -108,15 +109,6 @@ def _array_length(x: Any) -> int | None:
     if not leaves or not all(getattr(leaf, "shape", None) for leaf in leaves):
         return None
     return int(leaves[0].shape[0])
-
-
-def _dataset_length(x: Any) -> int | None:
-    """Elements in one pass of ``x`` when it is a ``tf.data.Dataset`` whose cardinality is
-    known and finite, else None."""
-    if not is_dataset(x):
-        return None
-    elements = int(x.cardinality())
-    return elements if elements > 0 else None
 
 
 def later_calls_hook(kind: str, model: Any, result: Any):
