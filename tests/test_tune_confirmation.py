@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tfthroughput.tuning.engine.confirmation import WholeRuns, confirm, picks, run_examples
+from tfthroughput.tuning.engine.confirmation import (
+    WholeRuns,
+    confirm,
+    contenders,
+    picks,
+    run_examples,
+)
 from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.engine.verdict import FASTER, NOT_FASTER
 from tfthroughput.tuning.inference.data import inference_data
@@ -70,6 +76,29 @@ def test_the_next_best_is_a_faster_setup_off_the_picks_steps_per_execution_line_
     rebuilt = SPE8.with_(pipeline=True)
     trials = [trial(SPE8, 3.2), trial(SPE4, 3.0), trial(rebuilt, 2.8), trial(XLA, 1.5)]
     assert [setup for setup, _ in picks(trials, SPE8, BASE)] == [SPE8, rebuilt, XLA, SPE4]
+
+
+def test_a_second_rival_covers_the_input_pipeline_where_the_next_best_does_not():
+    # The search's pick runs in bfloat16; its float32 twin is the next-best off its line; the
+    # rebuilt pipeline, ranked third by the search (whose runs each restart the input), is
+    # timed too, and wins where it beats both round by round.
+    pick = SPE8.with_(policy="mixed_bfloat16")
+    rebuilt = SPE8.with_(pipeline=True)
+    trials = [trial(pick, 3.4), trial(SPE8, 3.3), trial(rebuilt, 3.0), trial(XLA, 1.5)]
+    timed = contenders(picks(trials, pick, BASE))
+    assert [setup for setup, _ in timed] == [pick, SPE8, rebuilt]
+
+    fake = Fake({BASE: [1.0], pick: [0.5], SPE8: [0.45], rebuilt: [0.2]})
+    found = confirm(fake.start, BASE, timed, rounds=5, clock=lambda: 0.0, work="w")
+    assert found.setup == rebuilt and found.ratio == 5.0
+    assert "the best with its rebuilt pipeline" in found.outcome
+
+
+def test_no_second_rival_where_no_faster_setup_changes_the_pipeline():
+    # The next-best (XLA) keeps the pick's pipeline and no faster setup rebuilds it: the pick
+    # and one rival.
+    trials = [trial(SPE8, 3.2), trial(SPE4, 3.0), trial(XLA, 1.5)]
+    assert [setup for setup, _ in contenders(picks(trials, SPE8, BASE))] == [SPE8, XLA]
 
 
 @pytest.mark.parametrize(

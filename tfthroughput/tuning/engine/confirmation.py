@@ -4,16 +4,15 @@ The search times short runs of warmed-up models (training: ``steps`` steps; infe
 ``predict`` call's second execution), which is what lets it try many setups in its budget. The
 user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls, set-up
 included, where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So after the
-search the baseline, the pick and the search's next-best faster setup are rebuilt, each warmed
-up by one untimed piece of that work, then timed by it in the same rounds, their order rotated
-(:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the baseline by
-the search's own paired rule (``engine.paired``), rounds added up to twice ``rounds`` until every
-verdict settles. Of those shown faster, the pick is chosen unless the next-best beats it round
-by round by the same rule: the next-best can win by the user's work where the pick's last knob
-helped only the search's runs (a policy that helps warm runs and costs in a whole call's
-set-up, say). If neither is faster, the baseline is
-kept. One line says which, unless the pick is chosen. What a piece of work is belongs to the
-workload (training or inference); the rule lives here once.
+search the baseline, the pick and up to two rivals (:func:`contenders`) are rebuilt, each
+warmed up by one untimed piece of that work, then timed by it in the same rounds, their order
+rotated (:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the
+baseline by the search's own paired rule (``engine.paired``), rounds added up to twice
+``rounds`` until every verdict settles. Of those shown faster, the pick is chosen unless a
+rival beats it round by round by the same rule: a rival can win by the user's work where the
+pick's last knob helped only the search's runs. If none is faster, the baseline is kept. One
+line says which, unless the pick is chosen. What a piece of work is belongs to the workload
+(training or inference); the rule lives here once.
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not
 # the issue's target is at most 25 % in all):
 # whole pieces of work where they fit, else a part of each, said in the work's description.
 CONFIRM_SHARE = 0.15  # measured against 0.2: docs/tuning.md, "Why the search is shaped so"
-# Setups timed beside the pick: the search's runner-up can win by the user's work (a policy
-# that helps the search's warm runs and costs in a whole predict call's set-up, say); each one
-# adds a warm-up and a run per round.
-_RIVALS = 1
 # Most rounds, as a multiple of the rounds asked for: the paired rule adds rounds until each
 # verdict settles (``engine.paired.settled``); the pieces of work are sized for ``rounds``.
 CONFIRM_CAP = 2
@@ -51,8 +46,8 @@ class Confirmation:
     Attributes:
         pick: The search's pick (its highest median ratio), confirmed first.
         setup: The confirmed setup: the search's pick where it is faster than the baseline
-            beyond the noise and the next-best does not beat it round by round, else the
-            next-best where that is faster, else the baseline.
+            beyond the noise and no rival beats it round by round, else the first rival
+            that is faster, else the baseline.
         label: What it changes from the baseline (``"the baseline"`` when kept).
         work: One timed piece of work, e.g. ``"whole fit epochs (128 steps)"``.
         rounds: Rounds run, each timing every side once in rotated order.
@@ -117,8 +112,24 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
 
 
 def contenders(candidates: Sequence[tuple[TuneSetup, str]]) -> list[tuple[TuneSetup, str]]:
-    """The candidates the confirmation times: the search's pick and the next-best."""
-    return list(candidates[: 1 + _RIVALS])
+    """The candidates the confirmation times: the search's pick, the next-best, and where the
+    next-best differs from the pick in the input pipeline and another faster setup off the
+    pick's line does not (or the other way round), the best such one.
+
+    The search's runs misjudge two things apart: a rebuilt pipeline (each run restarts it) and
+    a policy, XLA or batch size (each costs in a whole call's set-up). One rival covers one of
+    them: where the pick changed a policy, its float32 twin can beat it while the rebuilt
+    pipeline, ranked lower by the search, is the user's real gain."""
+    timed = list(candidates[:2])
+    if len(timed) < 2:
+        return timed
+    pick, rival = timed[0][0], timed[1][0]
+    rebuilt_apart = rival.pipeline != pick.pipeline
+    for setup, label in candidates[2:]:
+        off_line = setup.with_(steps_per_execution=pick.steps_per_execution) != pick
+        if off_line and (setup.pipeline != pick.pipeline) != rebuilt_apart:
+            return [*timed, (setup, label)]
+    return timed
 
 
 def confirm(
@@ -130,9 +141,10 @@ def confirm(
     clock: Callable[[], float],
     work: str,
 ) -> Confirmation:
-    """Time the baseline, the search's pick and the next-best in the same rounds by ``work``;
-    of those faster than the baseline beyond the noise, the pick is chosen unless the next-best
-    beats it round by round by the same paired rule.
+    """Time the baseline, the search's pick and its rivals (:func:`contenders`) in the same
+    rounds by ``work``; of those faster than the baseline beyond the noise, the pick is chosen
+    unless a rival beats it round by round by the same paired rule (and a later rival the one
+    kept so far).
 
     Args:
         start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
@@ -161,7 +173,11 @@ def confirm(
     run = [result.rounds for result in found if isinstance(result, Comparison)]
     kept["rounds"] = rounds = max(run, default=rounds)
     faster = [index for index, result in enumerate(found) if _is_faster(result)]
-    names = ["the search's pick"] + ["the next-best"] * _RIVALS
+    names = ["the search's pick", "the next-best"]
+    if len(timed) > 2:
+        names.append(
+            f"the best {'with its' if timed[2][0].pipeline else 'without the'} rebuilt pipeline"
+        )
     said = [
         f"{name}, {label}, {_verdict(result)}"
         for name, (_, label), result in zip(names, timed, found, strict=False)
@@ -169,7 +185,7 @@ def confirm(
     if not faster:
         outcome = f"confirmation: {'; '.join(said)}: the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=outcome)
-    chosen = faster[0]  # the pick where it is faster, else the next-best
+    chosen = faster[0]  # the pick where it is faster, else the first rival that is
     for index in faster[1:]:
         if _beats(found[index], found[chosen]):
             chosen = index
