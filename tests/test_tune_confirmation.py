@@ -85,20 +85,35 @@ def test_a_second_rival_covers_the_input_pipeline_where_the_next_best_does_not()
     pick = SPE8.with_(policy="mixed_bfloat16")
     rebuilt = SPE8.with_(pipeline=True)
     trials = [trial(pick, 3.4), trial(SPE8, 3.3), trial(rebuilt, 3.0), trial(XLA, 1.5)]
-    timed = contenders(picks(trials, pick, BASE))
+    timed = contenders(picks(trials, pick, BASE), BASE)
     assert [setup for setup, _ in timed] == [pick, SPE8, rebuilt]
 
     fake = Fake({BASE: [1.0], pick: [0.5], SPE8: [0.45], rebuilt: [0.2]})
     found = confirm(fake.start, BASE, timed, rounds=5, clock=lambda: 0.0, work="w")
     assert found.setup == rebuilt and found.ratio == 5.0
-    assert "the best with its rebuilt pipeline" in found.outcome
+    assert "; the best with the pipeline rebuilt, " in found.outcome
 
 
 def test_no_second_rival_where_no_faster_setup_changes_the_pipeline():
     # The next-best (XLA) keeps the pick's pipeline and no faster setup rebuilds it: the pick
     # and one rival.
     trials = [trial(SPE8, 3.2), trial(SPE4, 3.0), trial(XLA, 1.5)]
-    assert [setup for setup, _ in contenders(picks(trials, SPE8, BASE))] == [SPE8, XLA]
+    assert [setup for setup, _ in contenders(picks(trials, SPE8, BASE), BASE)] == [SPE8, XLA]
+
+
+def test_no_second_rival_that_adds_a_knob_the_searchs_warm_runs_overrate():
+    # The pick in float32 without the pipeline; the next-best rebuilds it; the bfloat16 twin,
+    # below the pick in the search whose warm runs skip a policy's set-up, is not timed.
+    rebuilt = SPE8.with_(pipeline=True)
+    bfloat16 = SPE8.with_(policy="mixed_bfloat16")
+    trials = [trial(SPE8, 3.4), trial(rebuilt, 3.3), trial(bfloat16, 3.0)]
+    assert [setup for setup, _ in contenders(picks(trials, SPE8, BASE), BASE)] == [SPE8, rebuilt]
+
+    # Where the pick has the policy, its float32 twin is the second rival.
+    pick, pick_rebuilt = bfloat16, bfloat16.with_(pipeline=True)
+    trials = [trial(pick, 3.4), trial(pick_rebuilt, 3.3), trial(SPE8, 3.0)]
+    timed = contenders(picks(trials, pick, BASE), BASE)
+    assert [setup for setup, _ in timed] == [pick, pick_rebuilt, SPE8]
 
 
 @pytest.mark.parametrize(

@@ -111,23 +111,39 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
     return found
 
 
-def contenders(candidates: Sequence[tuple[TuneSetup, str]]) -> list[tuple[TuneSetup, str]]:
+def contenders(
+    candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup
+) -> list[tuple[TuneSetup, str]]:
     """The candidates the confirmation times: the search's pick, the next-best, and where the
-    next-best differs from the pick in the input pipeline and another faster setup off the
-    pick's line does not (or the other way round), the best such one.
+    two keep the same input pipeline and a faster setup off the pick's line changes it (or the
+    other way round), the best such one that undoes what the search misjudges.
 
-    The search's runs misjudge two things apart: a rebuilt pipeline (each run restarts it) and
-    a policy, XLA or batch size (each costs in a whole call's set-up). One rival covers one of
-    them: where the pick changed a policy, its float32 twin can beat it while the rebuilt
-    pipeline, ranked lower by the search, is the user's real gain."""
+    The search misjudges two things apart: a rebuilt pipeline (each of its runs restarts it,
+    so it reads low) and a policy, XLA or batch size (each costs in a whole call's set-up that
+    its warm runs skip, so it reads high). One rival covers one of them: where the pick changed
+    the policy, its float32 twin can beat it while the rebuilt pipeline, ranked lower by the
+    search, is the user's real gain. So the second rival rebuilds the pipeline the pick keeps,
+    or takes back a policy, XLA or batch size the pick changed."""
     timed = list(candidates[:2])
     if len(timed) < 2:
         return timed
     pick, rival = timed[0][0], timed[1][0]
+
+    def undoes_a_misjudged_knob(setup: TuneSetup) -> bool:
+        if setup.pipeline and not pick.pipeline:
+            return True
+        knobs = ("policy", "jit_compile", "batch_size")
+        return any(
+            getattr(pick, knob) != getattr(baseline, knob)
+            and getattr(setup, knob) == getattr(baseline, knob)
+            for knob in knobs
+        )
+
     rebuilt_apart = rival.pipeline != pick.pipeline
     for setup, label in candidates[2:]:
         off_line = setup.with_(steps_per_execution=pick.steps_per_execution) != pick
-        if off_line and (setup.pipeline != pick.pipeline) != rebuilt_apart:
+        splits = (setup.pipeline != pick.pipeline) != rebuilt_apart
+        if off_line and splits and undoes_a_misjudged_knob(setup):
             return [*timed, (setup, label)]
     return timed
 
@@ -165,7 +181,7 @@ def confirm(
     except TrialFailed as error:
         why = f"confirmation: the baseline failed by {work} ({error}): the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=why)
-    timed = contenders(candidates)
+    timed = contenders(candidates, baseline)
     try:
         found = _measure_together(start, base, [setup for setup, _ in timed], rounds)
     finally:
@@ -176,7 +192,7 @@ def confirm(
     names = ["the search's pick", "the next-best"]
     if len(timed) > 2:
         names.append(
-            f"the best {'with its' if timed[2][0].pipeline else 'without the'} rebuilt pipeline"
+            f"the best with the pipeline {'rebuilt' if timed[2][0].pipeline else 'as given'}"
         )
     said = [
         f"{name}, {label}, {_verdict(result)}"

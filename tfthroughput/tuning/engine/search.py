@@ -201,7 +201,7 @@ class Search:
         speeds = self._baseline_speeds or [self.base.solo_speed or 1.0]
         elapsed = self.clock() - self._start
         searched = {trial.setup: trial.ratio for trial in self.trials if trial.ratio}
-        ratios = [searched.get(setup, 1.0) for setup, _ in contenders(candidates)]
+        ratios = [searched.get(setup, 1.0) for setup, _ in contenders(candidates, self.base.setup)]
         most = max(
             run_examples(statistics.median(speeds), elapsed, rounds, ratios),
             self.base.steps * self.base.examples_per_step,
