@@ -4,7 +4,8 @@ Runs the exact ``tune`` call of ``tfthroughput demo`` (``tfthroughput/demo/run.p
 the launch-bound 32-64-1 MLP at batch 16, 8 s budget) ``--runs`` times, each in a fresh
 process as the demo runs it, with ``--hog`` processes that each keep one core busy started
 beside it in their own session (as another program would be). Prints each run's chosen setup
-and its confirmed ratio with the interval, then how many runs kept at least ``--target``.
+and its confirmed ratio with the interval (and the confirmation's line where it did not keep
+the search's pick), then how many runs kept at least ``--target``.
 Run:
 
     .venv/bin/python benchmarks/demo_tune_under_load.py --runs 5 --hog 1
@@ -31,6 +32,7 @@ print(json.dumps({
     "high": None if c is None else c.ratio_high,
     "pick": None if c is None else c.pick.changes_from(result.baseline),
     "seconds": result.seconds,
+    "outcome": "" if c is None else c.outcome,
 }))
 """
 
@@ -68,6 +70,8 @@ def main(argv=None) -> None:
                 f"confirmed (search's pick {found['pick']}); search {found['seconds']:.1f} s",
                 flush=True,
             )
+            if found.get("outcome"):
+                print(f"  {found['outcome']}", flush=True)
     finally:
         for hog in hogs:
             hog.kill()

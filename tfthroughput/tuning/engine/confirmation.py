@@ -1,18 +1,15 @@
 """The confirmation: the search's pick timed the way the user runs it, for the headline figure.
 
-The search times short runs of warmed-up models (training: ``steps`` steps; inference: from a
-``predict`` call's second execution), which is what lets it try many setups in its budget. The
-user runs whole ``fit`` epochs, callbacks included, and whole ``predict`` calls, set-up
-included, where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So after the
-search the baseline, the pick and up to two rivals (:func:`contenders`) are rebuilt, each
-warmed up by one untimed piece of that work, then timed by it in the same rounds, their order
-rotated (:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the
-baseline by the search's own paired rule (``engine.paired``), rounds added up to twice
-``rounds`` until every verdict settles. Of those shown faster, the pick is chosen unless a
-rival beats it round by round by the same rule: a rival can win by the user's work where the
-pick's last knob helped only the search's runs. If none is faster, the baseline is kept. One
-line says which, unless the pick is chosen. What a piece of work is belongs to the workload
-(training or inference); the rule lives here once.
+The search times short runs of warmed-up models, which lets it try many setups in its budget;
+the user runs whole ``fit`` epochs (callbacks included) and whole ``predict`` calls (set-up
+included), where a gain can shrink or vanish (docs/tuning.md, "The confirmation"). So the
+baseline, the pick and up to two rivals (:func:`contenders`) are rebuilt, each warmed up by one
+untimed piece of that work, then timed by it in rotated rounds
+(:func:`~tfthroughput.tuning.engine.measure.compare_together`), each judged against the
+baseline by the search's paired rule (``engine.paired``), rounds added up to twice ``rounds``
+until every verdict settles. Of those shown faster, the pick is chosen unless a rival beats it
+round by round by the same rule; if none is faster, the baseline is kept, and one line says
+which. What a piece of work is belongs to the workload; the rule lives here once.
 """
 
 from __future__ import annotations
@@ -30,9 +27,8 @@ from tfthroughput.tuning.engine.verdict import FASTER
 from tfthroughput.tuning.setup import TuneSetup
 
 CONFIRM_ROUNDS = 5  # the default: a verdict that rests on most of 5 rounds, not on 2 of 3
-# Share of the search's time the confirmation's timed runs aim at (its warm-ups come on top;
-# the issue's target is at most 25 % in all):
-# whole pieces of work where they fit, else a part of each, said in the work's description.
+# Share of the search's time the timed runs aim at (warm-ups on top): whole pieces of work
+# where they fit, else a part of each, said in the work's description.
 CONFIRM_SHARE = 0.15  # measured against 0.2: docs/tuning.md, "Why the search is shaped so"
 # Most rounds, as a multiple of the rounds asked for: the paired rule adds rounds until each
 # verdict settles (``engine.paired.settled``); the pieces of work are sized for ``rounds``.
@@ -111,19 +107,13 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
     return found
 
 
-def contenders(
-    candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup
-) -> list[tuple[TuneSetup, str]]:
-    """The candidates the confirmation times: the search's pick, the next-best, and where the
+def contenders(candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup) -> list:
+    """The candidates the confirmation times: the search's pick, the next-best, and where those
     two keep the same input pipeline and a faster setup off the pick's line changes it (or the
-    other way round), the best such one that undoes what the search misjudges.
-
-    The search misjudges two things apart: a rebuilt pipeline (each of its runs restarts it,
-    so it reads low) and a policy, XLA or batch size (each costs in a whole call's set-up that
-    its warm runs skip, so it reads high). One rival covers one of them: where the pick changed
-    the policy, its float32 twin can beat it while the rebuilt pipeline, ranked lower by the
-    search, is the user's real gain. So the second rival rebuilds the pipeline the pick keeps,
-    or takes back a policy, XLA or batch size the pick changed."""
+    other way round), the best such one that undoes what the search misjudges: it rebuilds the
+    pipeline the pick keeps (the search's runs each restart it, so it reads low there), or it
+    takes back a policy, XLA or batch size the pick changed (a whole call's set-up, which the
+    search's warm runs skip, can cost what they gained)."""
     timed = list(candidates[:2])
     if len(timed) < 2:
         return timed
