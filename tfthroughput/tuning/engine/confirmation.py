@@ -42,8 +42,8 @@ class Confirmation:
     Attributes:
         pick: The search's pick (its highest median ratio), confirmed first.
         setup: The confirmed setup: the search's pick where it is faster than the baseline
-            beyond the noise and no rival beats it round by round, else the first rival
-            that is faster, else the baseline.
+            beyond the noise and no rival beats it round by round, else the faster rival
+            kept by that rule, else the baseline.
         label: What it changes from the baseline (``"the baseline"`` when kept).
         work: One timed piece of work, e.g. ``"whole fit epochs (128 steps)"``.
         rounds: Rounds run, each timing every side once in rotated order.

@@ -190,7 +190,7 @@ class Search:
         return self.stopped
 
     def _confirm(self) -> Confirmation | None:
-        """The pick and the next-best confirmed by the workload's piece of work, or ``None``
+        """The pick and its rivals confirmed by the workload's piece of work, or ``None``
         where nothing beat the baseline or the confirmation is off. One piece of work holds
         its share of the search's time at the speeds the search measured, never fewer examples
         than the search's own runs."""
