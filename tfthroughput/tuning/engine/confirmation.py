@@ -92,12 +92,9 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
     spares the user's epochs; a policy or a batch costs in a whole call's set-up), so the
     confirmation's second place goes to such a setup where one was faster."""
 
-    def same_line(setup: TuneSetup) -> bool:
-        return setup.with_(steps_per_execution=chosen.steps_per_execution) == chosen
-
     faster = sorted(
         (t for t in trials if t.status == FASTER and t.setup != baseline),
-        key=lambda t: (t.setup != chosen, same_line(t.setup), -(t.ratio or 0.0)),
+        key=lambda t: (t.setup != chosen, _on_line(t.setup, chosen), -(t.ratio or 0.0)),
     )
     seen, found = set(), []
     for trial in faster:
@@ -105,6 +102,11 @@ def picks(trials: Sequence[Any], chosen: TuneSetup, baseline: TuneSetup) -> list
             seen.add(trial.setup)
             found.append((trial.setup, trial.label))
     return found
+
+
+def _on_line(setup: TuneSetup, pick: TuneSetup) -> bool:
+    """Whether ``setup`` is ``pick`` but for ``steps_per_execution``."""
+    return setup.with_(steps_per_execution=pick.steps_per_execution) == pick
 
 
 def contenders(candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup) -> list:
@@ -131,9 +133,8 @@ def contenders(candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup)
 
     rebuilt_apart = rival.pipeline != pick.pipeline
     for setup, label in candidates[2:]:
-        off_line = setup.with_(steps_per_execution=pick.steps_per_execution) != pick
         splits = (setup.pipeline != pick.pipeline) != rebuilt_apart
-        if off_line and splits and undoes_a_misjudged_knob(setup):
+        if not _on_line(setup, pick) and splits and undoes_a_misjudged_knob(setup):
             return [*timed, (setup, label)]
     return timed
 
