@@ -1,21 +1,22 @@
-"""What the counting and timing stage (``input/wait_percent``) adds to each batch a step takes,
-and what ``GPUMonitor`` with it costs a launch-bound ``fit``.
+"""What counting and timing the wait for each batch (``input/wait_percent``) adds to each
+batch a step takes, and what ``GPUMonitor`` with it costs a launch-bound ``fit``.
 
 1. One batch at a time: Keras's TensorFlow backend takes each batch inside the compiled step
    (``iterator.get_next()``), one call per step with ``steps_per_execution=1``. This times that
    loop, a ``tf.function`` that takes one batch of a fast in-memory pipeline
    (``from_tensor_slices``, ``batch``, ``prefetch``), called once per batch from Python, over
    the bare pipeline and over the same pipeline through ``GraphCount.counting``: counting and
-   timing (as without a strategy), the counting stage alone (as under a strategy), and
-   counting and timing with the stage's functions handed to TensorFlow's inter-op thread pool
-   as a plain ``Dataset.map`` does (how the stage ran before it ran them inline).
+   timing (as without a strategy: the count one batch ahead, the wait timed by tf.data's
+   latency statistics), the count alone (as under a strategy), and the earlier stage that
+   timed the wait with a clock zipped in front of the pipeline and the count, both on the
+   step's thread (kept in this script to compare the two in one run).
 2. Whole fits, the worst case for a per-batch cost: a two-layer MLP on batches of 16 (1,024
-   steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor`` (its
-   stage inline) and ``GPUMonitor`` with the stage's functions on the thread pool; epochs 2 on
-   timed from one epoch's start to the next by a callback listed first, as a user's own timing
-   callback would see them; ``GPUMonitor(input_wait=False)`` (the count alone, free to run
-   ahead of the step); and ``GPUMonitor`` without the stage (no count, no wait share), to tell
-   the stage's cost from the rest of the monitor's.
+   steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor`` and
+   ``GPUMonitor`` with the earlier stage; epochs 2 on timed from one epoch's start to the next
+   by a callback listed first, as a user's own timing callback would see them;
+   ``GPUMonitor(input_wait=False)`` (the count alone, free to run ahead of the step); and
+   ``GPUMonitor`` without the count (no count, no wait share), to tell the count's and the
+   timing's cost from the rest of the monitor's.
 
 Sides are rotated round by round; each comparison prints the median of its per-round ratios
 with the sign-test interval (``tfthroughput.tuning.engine.paired``) and the median added
@@ -52,16 +53,46 @@ STEPS_PER_EPOCH = 1024
 BATCH = 16
 
 
+def earlier_stage(self: GraphCount, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """The stage as it timed the wait before tf.data's latency statistics did: a one-op clock
+    dataset zipped in front of the pipeline and the count, both run inline on the step's
+    thread, the wait summed in the counter (kept here to compare the two in one run)."""
+    state = tf.Variable(tf.zeros([3 + 256], tf.int64))
+    self._earlier_state = state  # lives as long as the count
+
+    def nanoseconds():
+        return tf.cast(tf.timestamp() * 1e9, tf.int64)
+
+    def count(asked, batch):
+        size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+        now = state.read_value()
+        updated = tf.tensor_scatter_nd_update(
+            now,
+            [[0], [1], [2], [3 + now[0] % 256]],
+            tf.stack([now[0] + 1, now[1] + size, now[2] + nanoseconds() - asked, size]),
+        )
+        with tf.control_dependencies([state.assign(updated)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    if graph_count._gets_prefetch_injected(dataset):
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    clock = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat()
+    clock = graph_count._inline_map(clock, lambda _: nanoseconds())
+    return graph_count._inline_map(tf.data.Dataset.zip((clock, dataset)), count).prefetch(0)
+
+
 @contextlib.contextmanager
-def stage_on_thread_pool(on: bool):
-    """The stage's functions run by a plain ``Dataset.map`` (TensorFlow's inter-op pool)."""
-    inline = graph_count._inline_map
+def with_earlier_stage(on: bool):
+    """The monitor with the earlier stage in place of the latency statistics."""
+    counting = GraphCount.counting
     if on:
-        graph_count._inline_map = lambda dataset, function: dataset.map(function)
+        GraphCount.counting = lambda self, dataset: (
+            earlier_stage(self, dataset) if self.timed else counting(self, dataset)
+        )
     try:
         yield
     finally:
-        graph_count._inline_map = inline
+        GraphCount.counting = counting
 
 
 @contextlib.contextmanager
@@ -93,9 +124,10 @@ def seconds_per_batch(dataset: tf.data.Dataset, batches: int) -> float:
 
 def take_side(side: str, batches: int) -> float:
     dataset = pipeline(batches)
-    with stage_on_thread_pool(side == "timed, thread pool"):
-        if side != "bare":
-            dataset = GraphCount(recent=256, timed=side != "counted").counting(dataset)
+    if side == "timed, earlier stage":
+        dataset = earlier_stage(GraphCount(recent=256), dataset)
+    elif side != "bare":
+        dataset = GraphCount(recent=256, timed=side != "counted").counting(dataset)
     return seconds_per_batch(dataset, batches)
 
 
@@ -113,7 +145,7 @@ def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> 
         input_wait = side != "monitor, input_wait=False"
         callbacks.append(GPUMonitor(log_dir, interval=1.0, input_wait=input_wait))
     with (
-        stage_on_thread_pool(side == "monitor, thread pool"),
+        with_earlier_stage(side == "monitor, earlier stage"),
         no_stage(side == "monitor, no stage"),
     ):
         model.fit(data, epochs=epochs + 1, verbose=0, callbacks=callbacks)
@@ -152,13 +184,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.part in ("take", "both"):
         print("one batch taken by a tf.function:")
-        sides = ["bare", "counted", "timed", "timed, thread pool"]
+        sides = ["bare", "counted", "timed", "timed, earlier stage"]
         compare(sides, lambda side: take_side(side, args.batches), args.rounds, "batch", 1)
     if args.part in ("fit", "both"):
         sides = [
             "bare",
             "monitor",
-            "monitor, thread pool",
+            "monitor, earlier stage",
             "monitor, input_wait=False",
             "monitor, no stage",
         ]

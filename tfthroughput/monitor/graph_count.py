@@ -7,34 +7,30 @@ to the step as a ``tf.data`` pipeline, which its epoch iterator hands to
 ``strategy.experimental_distribute_dataset`` when ``fit`` starts. :meth:`GraphCount.attach`
 rebuilds that distributed dataset from the same pipeline with the counting stage at its end,
 before the strategy splits each global batch between its replicas, so a step counts its
-global batch once, short or full. The stage is sequential (it holds state), adds no
-prefetching and reads only the batch's shape (``tf.shape``); no batch waits for a device.
+global batch once, short or full. The stage is sequential (it holds state) and reads only
+the batch's shape (``tf.shape``); no batch waits for a device.
 
-The same stage times how long the step waited for each batch: the pipeline is
-zipped behind a one-op dataset that reads the clock (``tf.timestamp``), so one ``GetNext`` of
-the step first reads the clock, then asks the user's pipeline for its batch, and the stage,
-run by that same ``GetNext`` as the batch comes out, reads the clock again. ``tf.data`` runs a
-zip's inputs in order and a sequential ``map`` on the calling thread, so the difference is the
-time the step's own ``get_next`` spent inside the user's pipeline (blocked on its prefetch
-buffer, or running its stages where nothing prefetches): the wait for that batch, summed in
-nanoseconds. No clock read waits for a device, and nothing is added between steps.
+The same pipeline times how long the step waited for each batch (where the step reads it
+itself: not under a ``tf.distribute`` strategy, whose distributed dataset prefetches onto its
+devices on threads of its own): :mod:`tfthroughput.monitor.pipeline_wait` times each
+``GetNext`` the step's own ``get_next`` makes of the counted pipeline, with ``tf.data``'s
+latency statistics, so no function runs on the step's thread for it. The count runs one batch
+ahead of the step, on a thread of its own (``prefetch(1)``), where the pipeline runs ahead of
+the step anyway: it ends in a prefetch, or ``tf.data`` injects one (``inject_prefetch``, on by
+default, adds a ``prefetch(AUTOTUNE)`` after a pipeline whose last stage is not one; the
+counted pipeline adds it there itself, so that the user's stages run ahead exactly as without
+the monitor). A pipeline that runs nothing ahead keeps the count on the step's thread, outside
+the timing. The timed pipeline ends in ``prefetch(0)``, which passes each element through on
+the step's thread and stops ``tf.data`` injecting a prefetch that would time a thread of its
+own instead of the step.
 
-That holds only while the stage runs on the step's thread. tf.data's ``inject_prefetch``
-optimisation (on by default) adds a ``prefetch(AUTOTUNE)`` after a pipeline's last stage
-unless it is a prefetch, which would run the stage ahead on a thread of its own, timing that
-thread's wait instead. So the counted pipeline ends in ``prefetch(0)`` (passes each element
-through, no thread), and where tf.data would have injected its prefetch after the user's
-pipeline, the stage adds that same ``prefetch(AUTOTUNE)`` there, before itself: the user's
-pipeline runs ahead exactly as it would without the monitor.
+The count's function runs inline on the thread that asks for the element, not on
+TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-over to the
+pool and back would cost more than the function.
 
-The stage's functions (the clock, the count) run inline on the thread that asks for the
-element, not on TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs them: the
-hand-over to the pool and back was most of the stage's cost per batch, paid on the step's
-thread (``docs/benchmarks.md``, ``input_wait_cost.py``).
-
-The counter is one ``int64`` vector, ``[batches, examples, waited nanoseconds, size of batch i
-at 3 + i % n]``, replaced whole per batch, so that one read sees a consistent count
-(an ``example_count.Snapshot``'s fields, and the wait). Imported only where TensorFlow is.
+The counter is one ``int64`` vector, ``[batches, examples, size of batch i at 2 + i % n]``,
+replaced whole per batch, so that one read sees a consistent count
+(an ``example_count.Snapshot``'s fields). Imported only where TensorFlow is.
 """
 
 from __future__ import annotations
@@ -44,6 +40,7 @@ import threading
 import tensorflow as tf
 
 from tfthroughput._validation import first_array
+from tfthroughput.monitor.pipeline_wait import PipelineWait
 
 
 class GraphCount:
@@ -52,14 +49,24 @@ class GraphCount:
 
     Args:
         recent: Batch sizes kept (see :data:`~tfthroughput.monitor.example_count.RECENT`).
-        timed: Whether the stage also times the wait, reported by :meth:`waited` (see the
+        timed: Whether the pipeline also times the wait, reported by :meth:`waited` (see the
             module docstring); without it, the counting stage alone.
+
+    Attributes:
+        untimed_reason: Why the wait is not timed though asked for, else ``None``.
     """
 
     def __init__(self, recent: int, timed: bool = True) -> None:
         self.state = _host_variable(_SIZES + recent)
         self._recent = recent
-        self.timed = timed
+        self._wait: PipelineWait | None = None
+        self.untimed_reason: str | None = None
+        if timed:
+            try:
+                self._wait = PipelineWait()
+            except Exception as error:  # noqa: BLE001 - a TensorFlow without the stats ops
+                self.untimed_reason = f"this TensorFlow cannot time it ({type(error).__name__})"
+        self.timed = self._wait is not None
 
     @classmethod
     def attach(cls, epoch_iterator: object, recent: int, timed: bool = True) -> GraphCount | None:
@@ -98,41 +105,40 @@ class GraphCount:
         return count
 
     def counting(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """``dataset`` with the counting (and timing) stage at its end; its elements
-        unchanged."""
+        """``dataset`` with the counting stage (and the wait's timing) at its end; its
+        elements unchanged."""
         state, recent = self.state, self._recent
+        single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
         @tf.autograph.experimental.do_not_convert  # plain graph code: no conversion to pay
-        def count(asked, batch):
+        def count(*element):
+            batch = element[0] if single else element
             size = tf.shape(first_array(batch), out_type=tf.int64)[0]
-            waited = _nanoseconds() - asked if asked is not None else tf.constant(0, tf.int64)
             now = state.read_value()
             updated = tf.tensor_scatter_nd_update(
                 now,
-                [[0], [1], [2], [_SIZES + now[0] % recent]],
-                tf.stack([now[0] + 1, now[1] + size, now[2] + waited, size]),
+                [[0], [1], [_SIZES + now[0] % recent]],
+                tf.stack([now[0] + 1, now[1] + size, size]),
             )
             with tf.control_dependencies([state.assign(updated)]):
                 return tf.nest.map_structure(_after_count, batch)
 
-        if not self.timed:  # nothing to keep on the step's thread
-            single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
-            return _inline_map(
-                dataset, lambda *element: count(None, element[0] if single else element)
-            )
-        if _gets_prefetch_injected(dataset):
-            # What tf.data would add after the user's last stage, added here, before the stage.
-            dataset = dataset.prefetch(tf.data.AUTOTUNE)
-        # The clock's dataset goes first: zip asks its inputs for their elements in order.
-        clock = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat()
-        clock = _inline_map(clock, lambda _: _nanoseconds())
-        # A last prefetch of nothing: it passes each element through on the step's thread, and
-        # tf.data injects no prefetch after a prefetch, which would run the stage ahead.
-        return _inline_map(tf.data.Dataset.zip((clock, dataset)), count).prefetch(0)
+        if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
+            return _inline_map(dataset, count)
+        injected = _gets_prefetch_injected(dataset)
+        if injected or _last_stage_is_prefetch(dataset):
+            if injected:  # what tf.data would add after the user's last stage, added here
+                dataset = dataset.prefetch(tf.data.AUTOTUNE)
+            timed = self._wait.latency(_inline_map(dataset, count).prefetch(1))
+        else:  # nothing runs ahead of the step: the count neither, and outside the timing
+            timed = _inline_map(self._wait.latency(dataset), count)
+        return self._wait.aggregated(timed).prefetch(0)
 
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host)."""
         self.state.assign(tf.zeros_like(self.state))
+        if self._wait is not None:
+            self._wait.reset()
 
     def snapshot(self) -> tuple[int, int, tuple[int, ...]]:
         """The count now, one read of the variable (on the host CPU): the fields of an
@@ -143,21 +149,16 @@ class GraphCount:
     def waited(self) -> float | None:
         """Seconds the step has waited for its batches so far, one read of the variable;
         ``None`` where the wait is not timed."""
-        return self.state.numpy()[2] / 1e9 if self.timed else None
+        return self._wait.seconds() if self._wait is not None else None
 
     def detach(self) -> None:
         """Nothing to put back: the ``fit``'s epoch iterator, with the pipeline, is its own."""
 
 
-# Where the sizes of the recent batches begin in the counter: after batches, examples, waited.
-_SIZES = 3
+# Where the sizes of the recent batches begin in the counter: after batches and examples.
+_SIZES = 2
 # The attribute of an epoch iterator holding its count and the counted pipeline it was given.
 _COUNTED = "_tfthroughput_count"
-
-
-def _nanoseconds() -> tf.Tensor:
-    """The host's clock now, in nanoseconds (``tf.timestamp`` reads it when the op runs)."""
-    return tf.cast(tf.timestamp() * 1e9, tf.int64)
 
 
 def _inline_map(dataset: tf.data.Dataset, function) -> tf.data.Dataset:
@@ -185,9 +186,13 @@ def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
         return False
     if options.experimental_optimization.inject_prefetch is False:
         return False
+    return not _last_stage_is_prefetch(dataset)
+
+
+def _last_stage_is_prefetch(dataset: tf.data.Dataset) -> bool:
     while type(dataset).__name__ == "_OptionsDataset":
         dataset = dataset._input_dataset
-    return type(dataset).__name__ != "_PrefetchDataset"
+    return type(dataset).__name__ == "_PrefetchDataset"
 
 
 def _after_count(value):

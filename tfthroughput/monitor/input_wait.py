@@ -3,7 +3,7 @@ next batch, from the running total of seconds waited that the input's count keep
 
 How the total is kept depends on the backend (see ``docs/tags.md``); this module only turns
 two readings of it into a share of the time between them. Under Keras's TensorFlow backend the
-counting stage of :mod:`tfthroughput.monitor.graph_count` times, inside the step's own
+counted pipeline of :mod:`tfthroughput.monitor.graph_count` times, inside the step's own
 ``get_next``, how long the step was blocked in the user's pipeline; Keras waits for each step's
 results there, so a wait of the host is time the device had nothing of this ``fit`` to run.
 
@@ -105,6 +105,8 @@ def waited_reader(
         reason = "each worker's input is distributed by MultiWorkerMirroredStrategy"
     elif count is None:
         reason = "its input could not be followed (no Keras call, or a dataset it cannot count)"
+    elif getattr(count, "untimed_reason", None):
+        reason = count.untimed_reason
     elif not getattr(count, "timed", True):
         reason = "the tf.distribute strategy prefetches batches onto its devices ahead of the step"
     else:

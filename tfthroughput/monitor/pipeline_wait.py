@@ -1,0 +1,94 @@
+"""The time a step spends waiting for its batches, timed by ``tf.data`` itself.
+
+A ``LatencyStatsDataset`` reads the clock around each ``GetNext`` of the pipeline under it and
+adds the span, in microseconds, to a histogram of the stats aggregator that a
+``SetStatsAggregatorDataset`` above it hands down; one read of the aggregator's summary gives
+the histogram's sum. Both are C++ dataset ops of TensorFlow's experimental ``tf.data``
+statistics (raw ops, with no public Python API since TensorFlow 2.3 but still in the wheel):
+no function runs per batch, where a stage of ``map`` functions on the step's thread cost tens
+of microseconds a batch (``docs/benchmarks.md``, ``input_wait_cost.py``).
+
+With an aggregator set, ``tf.data``'s own stages under it record their statistics too (a
+prefetch buffer's use, a map function's time) on the threads that run them. Imported only
+where TensorFlow is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+from tensorflow.python.data.ops import dataset_ops
+from tensorflow.python.ops import gen_experimental_dataset_ops as stats_ops
+
+# The histogram's tag; each timer has an aggregator of its own, so one tag serves all.
+_TAG = "tfthroughput_wait"
+_NAMES = itertools.count()
+
+
+class PipelineWait:
+    """The seconds spent in the ``GetNext`` calls of the pipelines it times, since it was made
+    or last reset. Raises where this TensorFlow lacks the statistics ops."""
+
+    def __init__(self) -> None:
+        # A name of its own: eager kernels are cached by their attributes, and one shared
+        # aggregator would sum the waits of every pipeline timed in the process.
+        name = f"tfthroughput_wait_{os.getpid()}_{next(_NAMES)}"
+        self._aggregator = stats_ops.stats_aggregator_handle(shared_name=name)
+        self._since = 0.0
+        # The resource manager holds the aggregator until destroyed: destroyed with the timer.
+        weakref.finalize(self, _destroy, self._aggregator)
+
+    def latency(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """``dataset`` with each of its ``GetNext`` calls timed, once :meth:`aggregated` hands
+        this timer's aggregator to the pipeline above it; its elements unchanged."""
+        return _Latency(dataset)
+
+    def aggregated(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """``dataset`` (the timed pipeline, or one over it) handing down this timer's
+        aggregator; its elements unchanged."""
+        return _Aggregated(dataset, self._aggregator)
+
+    def seconds(self) -> float:
+        """Seconds waited since the timer was made or reset (one read of the aggregator)."""
+        return self._total() - self._since
+
+    def reset(self) -> None:
+        self._since = self._total()
+
+    def _total(self) -> float:
+        summary = summary_pb2.Summary.FromString(
+            stats_ops.stats_aggregator_summary(self._aggregator).numpy()
+        )
+        for value in summary.value:
+            if value.tag == _TAG:
+                return value.histo.sum / 1e6
+        return 0.0  # nothing asked for yet
+
+
+def _destroy(aggregator: tf.Tensor) -> None:
+    try:
+        tf.raw_ops.DestroyResourceOp(resource=aggregator, ignore_lookup_error=True)
+    except Exception:  # noqa: BLE001 - at interpreter exit TensorFlow may be gone already
+        pass
+
+
+class _Latency(dataset_ops.UnaryUnchangedStructureDataset):
+    def __init__(self, dataset: tf.data.Dataset) -> None:
+        self._input_dataset = dataset
+        variant = stats_ops.latency_stats_dataset(
+            dataset._variant_tensor, tag=_TAG, **self._flat_structure
+        )
+        super().__init__(dataset, variant)
+
+
+class _Aggregated(dataset_ops.UnaryUnchangedStructureDataset):
+    def __init__(self, dataset: tf.data.Dataset, aggregator: tf.Tensor) -> None:
+        self._input_dataset = dataset
+        variant = stats_ops.set_stats_aggregator_dataset(
+            dataset._variant_tensor, aggregator, tag="", counter_prefix="", **self._flat_structure
+        )
+        super().__init__(dataset, variant)
