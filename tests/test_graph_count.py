@@ -4,6 +4,7 @@ pass through unchanged, whatever their structure, and the count is read back exa
 from __future__ import annotations
 
 import collections
+import gc
 import time
 
 import numpy as np
@@ -102,3 +103,11 @@ def test_two_counts_time_their_own_waits():
         pass
     assert slow.waited() >= 0.8 * 5 * 0.02  # all but the consumer's own moments between batches
     assert quick.waited() < 0.02
+
+
+def test_a_counted_pipeline_outlives_its_count():
+    # The aggregator that times the wait is looked up when an iterator is made: the pipeline
+    # keeps it, whether or not the count is still held.
+    counted = GraphCount(recent=4).counting(tf.data.Dataset.range(3).batch(1))
+    gc.collect()
+    assert [int(batch[0]) for batch in counted] == [0, 1, 2]

@@ -39,7 +39,8 @@ class PipelineWait:
         name = f"tfthroughput_wait_{os.getpid()}_{next(_NAMES)}"
         self._aggregator = stats_ops.stats_aggregator_handle(shared_name=name)
         self._since = 0.0
-        # The resource manager holds the aggregator until destroyed: destroyed with the timer.
+        # The resource manager holds the aggregator until destroyed: destroyed with the timer
+        # (which the pipelines it times keep).
         weakref.finalize(self, _destroy, self._aggregator)
 
     def latency(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -50,7 +51,7 @@ class PipelineWait:
     def aggregated(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """``dataset`` (the timed pipeline, or one over it) handing down this timer's
         aggregator; its elements unchanged."""
-        return _Aggregated(dataset, self._aggregator)
+        return _Aggregated(dataset, self)
 
     def seconds(self) -> float:
         """Seconds waited since the timer was made or reset (one read of the aggregator)."""
@@ -86,9 +87,16 @@ class _Latency(dataset_ops.UnaryUnchangedStructureDataset):
 
 
 class _Aggregated(dataset_ops.UnaryUnchangedStructureDataset):
-    def __init__(self, dataset: tf.data.Dataset, aggregator: tf.Tensor) -> None:
+    def __init__(self, dataset: tf.data.Dataset, timer: PipelineWait) -> None:
         self._input_dataset = dataset
+        # The op finds the aggregator when an iterator is made: the timer, whose end destroys
+        # it, lives as long as the pipeline.
+        self._timer = timer
         variant = stats_ops.set_stats_aggregator_dataset(
-            dataset._variant_tensor, aggregator, tag="", counter_prefix="", **self._flat_structure
+            dataset._variant_tensor,
+            timer._aggregator,
+            tag="",
+            counter_prefix="",
+            **self._flat_structure,
         )
         super().__init__(dataset, variant)
