@@ -111,3 +111,17 @@ def test_a_counted_pipeline_outlives_its_count():
     counted = GraphCount(recent=4).counting(tf.data.Dataset.range(3).batch(1))
     gc.collect()
     assert [int(batch[0]) for batch in counted] == [0, 1, 2]
+
+
+def test_a_count_collected_while_a_function_is_traced_adds_nothing_to_its_graph():
+    # Its aggregator is destroyed when the count goes, which may be in the middle of a trace.
+    held = [GraphCount(recent=4)]
+
+    @tf.function
+    def traced():
+        held.clear()
+        gc.collect()
+        return tf.constant(1)
+
+    graph = traced.get_concrete_function().graph
+    assert "DestroyResourceOp" not in {operation.type for operation in graph.get_operations()}

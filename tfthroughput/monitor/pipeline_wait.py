@@ -72,7 +72,10 @@ class PipelineWait:
 
 def _destroy(aggregator: tf.Tensor) -> None:
     try:
-        tf.raw_ops.DestroyResourceOp(resource=aggregator, ignore_lookup_error=True)
+        # A collection may run this while a function is traced: the op runs eagerly, never in
+        # the graph being built.
+        with tf.init_scope():
+            tf.raw_ops.DestroyResourceOp(resource=aggregator, ignore_lookup_error=True)
     except Exception:  # noqa: BLE001 - at interpreter exit TensorFlow may be gone already
         pass
 
