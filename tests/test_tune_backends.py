@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 TUNE_TEST_FILES = (
     "test_loss_check.py",
+    "test_tune_arguments.py",
     "test_tune_inference.py",
     "test_tune_measure.py",
     "test_tune_result.py",

@@ -1,5 +1,5 @@
 """tune() on real fits: its decisions on launch-bound, input-bound, compute-bound and failing
-models, the time budget, and its argument checks.
+models, and the time budget (its argument checks: tests/test_tune_arguments.py).
 
 No timing statistic decides a test: tune reads the injected ``clock``, and the tests charge
 it known costs (each train-function call costs a fixed launch time plus a time per step it
@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import pytest
 from fakes import CostClock, charge_calls
+from tiny_models import arrays, tiny_mlp
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning import TuneResult, tune
@@ -26,24 +27,6 @@ from tfthroughput.tuning.setup import TuneSetup
 from tfthroughput.tuning.training.workload import same_arithmetic_as
 
 QUICK = {"steps": 32, "rounds": 3, "precision": False, "time_budget": 120}
-
-
-def tiny_mlp(features: int = 16) -> keras.Model:
-    model = keras.Sequential(
-        [
-            keras.Input((features,)),
-            keras.layers.Dense(16, activation="relu"),
-            keras.layers.Dense(1),
-        ]
-    )
-    model.compile(keras.optimizers.SGD(0.01), "mse")
-    return model
-
-
-def arrays(examples: int = 1024, features: int = 16):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(examples, features)).astype("float32")
-    return x, (x[:, :1] * 0.5).astype("float32")
 
 
 @pytest.fixture
@@ -451,31 +434,6 @@ def test_the_time_budget_stops_the_search(float32_policy, nothing_frozen):
     assert gc.get_freeze_count() == 0
 
 
-def test_bad_arguments_get_one_line_errors_naming_the_argument():
-    model = tiny_mlp()
-    with pytest.raises(TypeError, match=r"`build_model` must be a zero-argument .* not a model"):
-        tune(model, arrays())
-    with pytest.raises(TypeError, match=r"`data` must be what model.fit takes.*Received: data="):
-        tune(tiny_mlp, "train.csv")
-    with pytest.raises(TypeError, match=r"`data` must be what model.fit takes"):
-        tune(tiny_mlp, [1, 2, 3])
-    with pytest.raises(
-        ValueError,
-        match=r"`time_budget` must be a positive number of seconds. "
-        r"Received: time_budget=0",
-    ):
-        tune(tiny_mlp, arrays(), time_budget=0)
-    with pytest.raises(ValueError, match=r"`rounds` must be at least 2"):
-        tune(tiny_mlp, arrays(), rounds=1)
-    with pytest.raises(ValueError, match=r"`batch_size` must not exceed the 1024 examples"):
-        tune(tiny_mlp, arrays(), batch_size=4096)
-    with pytest.raises(TypeError, match=r"`build_model` must return a compiled keras.Model"):
-        tune(lambda: "not a model", arrays(), time_budget=5)
-    uncompiled = lambda: keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])  # noqa: E731
-    with pytest.raises(ValueError, match=r"call model.compile"):
-        tune(uncompiled, arrays(), time_budget=5)
-
-
 class EveryBatch(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         pass
@@ -662,13 +620,6 @@ def test_when_no_pick_is_faster_by_the_users_epochs_the_baseline_is_kept():
         "(32 steps, callbacks included)"
     ) in text
     assert "model.compile" not in text  # no snippet for the baseline
-
-
-def test_confirm_rounds_is_checked():
-    with pytest.raises(ValueError, match=r"`confirm_rounds` must be at least 5.*confirm_rounds=3"):
-        tune(tiny_mlp, arrays(), confirm_rounds=3)
-    with pytest.raises(TypeError, match=r"confirm_rounds='5'"):
-        tune(tiny_mlp, arrays(), confirm_rounds="5")
 
 
 @pytest.mark.tensorflow

@@ -1,4 +1,4 @@
-"""Small Keras models and data shared by the precision tests."""
+"""Small Keras models and data shared by the precision and tune tests."""
 
 from __future__ import annotations
 
@@ -31,3 +31,23 @@ def tiny_regression_model():
             keras.layers.Dense(1, dtype="float32"),
         ]
     )
+
+
+def tiny_mlp(features: int = 16) -> keras.Model:
+    """A compiled MLP of ``features`` inputs, 16 hidden units and one output (SGD, MSE)."""
+    model = keras.Sequential(
+        [
+            keras.Input((features,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+def arrays(examples: int = 1024, features: int = 16):
+    """``examples`` rows of normal features and a target of half the first one."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(examples, features)).astype("float32")
+    return x, (x[:, :1] * 0.5).astype("float32")
