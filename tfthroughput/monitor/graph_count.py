@@ -13,16 +13,14 @@ the batch's shape (``tf.shape``); no batch waits for a device.
 The same pipeline times how long the step waited for each batch (where the step reads it
 itself: not under a ``tf.distribute`` strategy, whose distributed dataset prefetches onto its
 devices on threads of its own): :mod:`tfthroughput.monitor.pipeline_wait` times each
-``GetNext`` the step's own ``get_next`` makes of the counted pipeline, with ``tf.data``'s
-latency statistics, so no function runs on the step's thread for it. The count runs one batch
-ahead of the step, on a thread of its own (``prefetch(1)``), where the pipeline runs ahead of
-the step anyway: it ends in a prefetch, or ``tf.data`` injects one (``inject_prefetch``, on by
-default, adds a ``prefetch(AUTOTUNE)`` after a pipeline whose last stage is not one; the
-counted pipeline adds it there itself, so that the user's stages run ahead exactly as without
-the monitor). A pipeline that runs nothing ahead keeps the count on the step's thread, outside
-the timing. The timed pipeline ends in ``prefetch(0)``, which passes each element through on
-the step's thread and stops ``tf.data`` injecting a prefetch that would time a thread of its
-own instead of the step.
+``GetNext`` the step's own ``get_next`` makes of the user's pipeline, with ``tf.data``'s
+latency statistics, so no function runs on the step's thread for it; the count runs after it,
+on the step's thread, as the step takes each batch. ``tf.data``'s ``inject_prefetch`` (on by
+default) adds a ``prefetch(AUTOTUNE)`` after a pipeline whose last stage is not one, which
+would run the count and the timing ahead on a thread of its own: so the counted pipeline ends
+in ``prefetch(0)`` (passes each element through, no thread), and where ``tf.data`` would have
+injected its prefetch after the user's pipeline, adds that same ``prefetch(AUTOTUNE)`` there,
+before the timing: the user's pipeline runs ahead exactly as without the monitor.
 
 The count's function runs inline on the thread that asks for the element, not on
 TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-over to the
@@ -125,13 +123,12 @@ class GraphCount:
 
         if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
             return _inline_map(dataset, count)
-        injected = _gets_prefetch_injected(dataset)
-        if injected or _last_stage_is_prefetch(dataset):
-            if injected:  # what tf.data would add after the user's last stage, added here
-                dataset = dataset.prefetch(tf.data.AUTOTUNE)
-            timed = self._wait.latency(_inline_map(dataset, count).prefetch(1))
-        else:  # nothing runs ahead of the step: the count neither, and outside the timing
-            timed = _inline_map(self._wait.latency(dataset), count)
+        if _gets_prefetch_injected(dataset):
+            # What tf.data would add after the user's last stage, added here, before the count.
+            dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        # The count on the step's thread as it takes each batch (never ahead, which would pull
+        # batches early across an epoch's end), after the timing.
+        timed = _inline_map(self._wait.latency(dataset), count)
         return self._wait.aggregated(timed).prefetch(0)
 
     def reset(self) -> None:
@@ -186,13 +183,9 @@ def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
         return False
     if options.experimental_optimization.inject_prefetch is False:
         return False
-    return not _last_stage_is_prefetch(dataset)
-
-
-def _last_stage_is_prefetch(dataset: tf.data.Dataset) -> bool:
     while type(dataset).__name__ == "_OptionsDataset":
         dataset = dataset._input_dataset
-    return type(dataset).__name__ == "_PrefetchDataset"
+    return type(dataset).__name__ != "_PrefetchDataset"
 
 
 def _after_count(value):
