@@ -6,8 +6,8 @@ batch a step takes, and what ``GPUMonitor`` with it costs a launch-bound ``fit``
    loop, a ``tf.function`` that takes one batch of a fast in-memory pipeline
    (``from_tensor_slices``, ``batch``, ``prefetch``), called once per batch from Python, over
    the bare pipeline and over the same pipeline through ``GraphCount.counting``: counting and
-   timing (as without a strategy: the count one batch ahead, the wait timed by tf.data's
-   latency statistics), the count alone (as under a strategy), and the earlier stage that
+   timing (as without a strategy: the wait timed by tf.data's latency statistics, then the
+   count on the step's thread), the count alone (as under a strategy), and the earlier stage that
    timed the wait with a clock zipped in front of the pipeline and the count, both on the
    step's thread (kept in this script to compare the two in one run).
 2. Whole fits, the worst case for a per-batch cost: a two-layer MLP on batches of 16 (1,024
