@@ -132,7 +132,8 @@ class GraphCount:
         return self._wait.aggregated(timed).prefetch(0)
 
     def reset(self) -> None:
-        """Back to no batch counted and no time waited (one assignment on the host)."""
+        """Back to no batch counted and no time waited (one assignment on the host, one read
+        of the stats aggregator)."""
         self.state.assign(tf.zeros_like(self.state))
         if self._wait is not None:
             self._wait.reset()
@@ -144,8 +145,8 @@ class GraphCount:
         return values[0], values[1], tuple(values[_SIZES:])
 
     def waited(self) -> float | None:
-        """Seconds the step has waited for its batches so far, one read of the variable;
-        ``None`` where the wait is not timed."""
+        """Seconds the step has waited for its batches so far, one read of the stats
+        aggregator; ``None`` where the wait is not timed."""
         return self._wait.seconds() if self._wait is not None else None
 
     def detach(self) -> None:
