@@ -9,10 +9,9 @@ it to the dataset, so that the wrapper finds the functions from the dataset alon
 
 The checks run the functions eagerly on a probe batch (one synthetic example repeated
 :data:`PROBE_EXAMPLES` times) and refuse, with one line naming the argument, a function that
-cannot run on a batch, one that is not random (deterministic work belongs before the cache, in
-``preprocess_fn``), and one that draws a single value for the whole batch (every example would
-get the same crop), which is what ``tf.image.random_brightness`` or ``keras.layers.RandomCrop``
-do on a batch.
+cannot run on a batch, one that is not random (the same batch from several draws; such work
+belongs in ``preprocess_fn``), and one that draws a single value for the whole batch (every
+example the same crop), as ``tf.image.random_brightness`` or ``keras.layers.RandomCrop`` do.
 """
 
 from __future__ import annotations
@@ -139,6 +138,9 @@ def probe_device_work(work: DeviceWork, shipped_spec: Any) -> DeviceWork:
     if work.augment_fn is not None:
         first = _run(work.augment_fn, "augment_fn", probe, same_structure=True)
         second = _run(work.augment_fn, "augment_fn", probe, same_structure=True)
+        for _ in range(_REDRAWS):  # a random function of few outcomes (a small crop) repeats
+            if _same(first, second):
+                second = _run(work.augment_fn, "augment_fn", probe, same_structure=True)
         _check_random(work.augment_fn, first, second)
         data = first
     if work.batch_fn is not None:
@@ -300,9 +302,16 @@ def _run(fn: Callable[..., Any], name: str, data: Any, *, same_structure: bool) 
     return tf.nest.map_structure(tf.convert_to_tensor, result)
 
 
+_REDRAWS = 3  # draws after a repeat before a function is called deterministic
+
+
+def _same(first: Any, second: Any) -> bool:
+    pairs = zip(tf.nest.flatten(first), tf.nest.flatten(second), strict=True)
+    return all(np.array_equal(a.numpy(), b.numpy()) for a, b in pairs)
+
+
 def _check_random(fn: Callable[..., Any], first: Any, second: Any) -> None:
-    pairs = list(zip(tf.nest.flatten(first), tf.nest.flatten(second), strict=True))
-    if all(np.array_equal(a.numpy(), b.numpy()) for a, b in pairs):
+    if _same(first, second):
         raise ValueError(
             '`augment_fn` gave the same batch twice, so it is not random; augment_on="device" '
             "is for random work. Deterministic per-example work belongs in `preprocess_fn` "
