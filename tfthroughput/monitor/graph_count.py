@@ -64,7 +64,11 @@ class GraphCount:
                 self._wait = PipelineWait()
             except Exception as error:  # noqa: BLE001 - a TensorFlow without the stats ops
                 self.untimed_reason = f"this TensorFlow cannot time it ({type(error).__name__})"
-        self.timed = self._wait is not None
+
+    @property
+    def timed(self) -> bool:
+        """Whether the wait is timed (see :meth:`waited`)."""
+        return self._wait is not None
 
     @classmethod
     def attach(cls, epoch_iterator: object, recent: int, timed: bool = True) -> GraphCount | None:
