@@ -207,3 +207,30 @@ def test_each_kerastuner_trial_gets_a_run_of_its_own(autologged, tmp_path):
     tuner.search(x, y, batch_size=BATCH_SIZE, epochs=1, verbose=0, callbacks=callbacks)
     assert _runs(autologged) == ["fit-1", "fit-2", "fit-3"]
     assert len(callbacks) == 1
+
+
+def test_a_fit_left_by_an_exception_is_written_out_before_its_sampler_notices(tmp_path):
+    # A sampler this slow notices the fit is gone only after the test: only
+    # finish_left_calls can have written the epoch cut short.
+    autolog(log_dir=tmp_path, interval=600, sources=_one_gpu)
+    try:
+        with pytest.raises(RuntimeError, match="stopped"):
+            fit(tiny_model(), [RaiseDuringEpoch(1, 1, RuntimeError("stopped"))], epochs=3)
+        autologging.finish_left_calls()
+        scalars = read_scalars(tmp_path / "fit-1")
+    finally:
+        autolog(disable=True)
+    assert [step for step, _ in scalars["epoch/seconds"]] == [0]
+    # The window where the fit stopped: the second epoch's first two steps.
+    assert [step for step, _ in scalars["window/seconds"]] == [STEPS_PER_EPOCH + 2]
+
+
+class FinishLeftCalls(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        autologging.finish_left_calls()
+
+
+def test_a_fit_still_running_is_not_written_out(autologged):
+    fit(tiny_model(), [FinishLeftCalls()], epochs=2)
+    scalars = read_scalars(autologged / "fit-1")
+    assert [step for step, _ in scalars["epoch/seconds"]] == [0, 1]

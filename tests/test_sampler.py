@@ -119,6 +119,17 @@ def test_keep_running_false_abandons_the_window_to_the_callback_and_ends_the_thr
     sampler.stop()
 
 
+def test_watching_asks_keep_running_now_and_is_true_without_one():
+    running = threading.Event()
+    running.set()
+    watching = Sampler([], interval=600, keep_running=running.is_set)
+    seen = [watching.watching()]
+    running.clear()  # long before the sampler's next sample would ask
+    seen.append(watching.watching())
+    assert seen == [True, False]
+    assert Sampler([], interval=600).watching()
+
+
 @pytest.mark.parametrize(
     ("interval", "error"),
     [

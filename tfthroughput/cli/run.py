@@ -93,11 +93,13 @@ def run(args: argparse.Namespace) -> int:
         load_tensorflow(verbose=args.verbose)
     import tfthroughput
     from tfthroughput.cli.run_summary import print_summary, write_report_quietly
+    from tfthroughput.monitor.autologging import finish_left_calls
 
     tfthroughput.autolog(log_dir=args.log_dir, **({"sinks": sinks} if sinks else {}))
     try:
         ending = run_target(target, script_args)
     finally:
+        finish_left_calls()  # before the summary reads the runs' files
         calls = tfthroughput.monitor.monitored_calls()
         tfthroughput.autolog(disable=True)
     _report_ending(ending)

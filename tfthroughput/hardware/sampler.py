@@ -169,6 +169,11 @@ class Sampler:
         self._thread.start()
         return self
 
+    def watching(self) -> bool:
+        """Whether the code this sampler watches still runs, asked now (``keep_running``) rather
+        than at the next sample; True where it watches nothing."""
+        return self._keep_running is None or bool(self._keep_running())
+
     def stop(self) -> None:
         """Stop the thread and close the sources. Samples already taken stay collectable."""
         self._stop.set()

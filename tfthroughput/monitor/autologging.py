@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from tfthroughput._validation import check_bool
@@ -54,6 +55,8 @@ class _Settings:
     options: dict
     calls: list[MonitoredCall] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Every monitor of the calls, held weakly: a run left open is held by its sampler thread.
+    monitors: weakref.WeakSet = field(default_factory=weakref.WeakSet)
 
     def monitor_for(self, kind: str, callbacks: list) -> GPUMonitor | None:
         """A new monitor for one call, in a run folder of its own named after the call; None
@@ -61,6 +64,7 @@ class _Settings:
         own = next((callback for callback in callbacks if isinstance(callback, GPUMonitor)), None)
         if own is not None:
             self._note_own(kind, own)
+            self.monitors.add(own)
             return None
         with self.lock:
             log_dir = _tensorboard_log_dir(callbacks) or self.log_dir
@@ -77,7 +81,9 @@ class _Settings:
                 number += 1
             call = MonitoredCall(kind, f"{kind}-{number}", log_dir)
             self.calls.append(call)
-        return GPUMonitor(log_dir=log_dir, run_name=call.name, **options)
+        monitor = GPUMonitor(log_dir=log_dir, run_name=call.name, **options)
+        self.monitors.add(monitor)
+        return monitor
 
     def _note_own(self, kind: str, monitor: GPUMonitor) -> None:
         call = MonitoredCall(kind, monitor.run_name, os.fspath(monitor.log_dir), own_monitor=True)
@@ -141,6 +147,20 @@ def monitored_calls() -> tuple[MonitoredCall, ...]:
     """The calls autolog has seen since it was turned on, in call order: those it gave a
     monitor, and those that came with their own (each such monitor once)."""
     return tuple(_settings.calls) if _settings is not None else ()
+
+
+def finish_left_calls() -> None:
+    """Write out now the runs of the calls left without their end hooks (an exception, Ctrl-C):
+    their samplers would end them only at their next sample, up to ``interval`` later, and a
+    reader of their files in the meantime (``tfthroughput run``'s summary) would miss records
+    still queued, or the epoch cut short."""
+    settings = _settings
+    if settings is None:
+        return
+    with settings.lock:
+        monitors = list(settings.monitors)
+    for monitor in monitors:
+        monitor._close_if_left()
 
 
 def _monitor_for_call(kind: str, callbacks: list) -> GPUMonitor | None:

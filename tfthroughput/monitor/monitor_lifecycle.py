@@ -235,6 +235,13 @@ class MonitorLifecycle(keras.callbacks.Callback):
             return fit_batch_size()  # for the sinks and where the count cannot tell
         return global_batch_size(self.batch_size, in_fit=fit_call is not None)
 
+    def _close_if_left(self) -> None:
+        """Close the monitor where every call it measures was left without its end hook (an
+        exception, Ctrl-C), without waiting for its sampler to notice at its next sample."""
+        runs = [run for run in (self._training, self._calls.run) if run is not None]
+        if runs and not any(run.sampler.watching() for run in runs):
+            self._shutdown()
+
     def _shutdown(self) -> None:
         if self._example_count is not None:
             self._example_count.detach()
