@@ -45,6 +45,21 @@ def test_elements_pass_unchanged_and_each_batch_is_counted(dataset, timed):
     assert (count.waited() is None) is not timed
 
 
+def test_the_recent_sizes_wrap_around_and_a_read_between_the_counts_two_writes_is_consistent():
+    uneven = tf.data.Dataset.from_tensor_slices(ROWS)
+    batches = uneven.batch(4).concatenate(uneven.batch(3))  # 4, 4, 2, then 3, 3, 3, 1
+    count = GraphCount(recent=2, timed=False)
+    for _ in count.counting(batches):
+        pass
+    snapshot = count.snapshot()
+    assert snapshot == (7, 20, (1, 3))  # batch i's size at i % 2: batches 6 and 5
+    assert [examples_through(snapshot, n) for n in (7, 6, 5, 4)] == [20, 19, 16, None]
+    # The next batch's size is written before the totals that count it: read in between,
+    # the count is the one before it.
+    count.state.scatter_nd_update([[2 + 7 % 3]], tf.constant([9], tf.int64))
+    assert count.snapshot() == snapshot
+
+
 def test_ragged_batches_are_counted_by_their_rows():
     ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3], [4, 5, 6]]))
     count = GraphCount(recent=4)

@@ -26,9 +26,13 @@ The count's function runs inline on the thread that asks for the element, not on
 TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-over to the
 pool and back would cost more than the function.
 
-The counter is one ``int64`` vector, ``[batches, examples, size of batch i at 2 + i % n]``,
-replaced whole per batch, so that one read sees a consistent count
-(an ``example_count.Snapshot``'s fields). Imported only where TensorFlow is.
+The counter is one ``int64`` vector on the host, ``[batches, examples, size of batch i at
+2 + i % (n + 1)]``, updated in place by two scatters per batch (a read and a rewrite of the
+whole vector cost about twice as much a batch): the batch's size into its slot first, then
+the totals. A read between the two sees a size written for a batch the totals do not hold
+yet, in the slot of the batch ``n + 1`` back, one more than a snapshot keeps: every read is a
+consistent count (an ``example_count.Snapshot``'s fields). Imported only where TensorFlow
+is.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ class GraphCount:
     """
 
     def __init__(self, recent: int, timed: bool = True) -> None:
-        self.state = _host_variable(_SIZES + recent)
+        # One slot more than a snapshot keeps: the one being written (see the module docstring).
+        self.state = _host_variable(_SIZES + recent + 1)
         self._recent = recent
         self._wait: PipelineWait | None = None
         self.untimed_reason: str | None = None
@@ -109,20 +114,22 @@ class GraphCount:
     def counting(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """``dataset`` with the counting stage (and the wait's timing) at its end; its
         elements unchanged."""
-        state, recent = self.state, self._recent
+        handle, slots = self.state.handle, self._recent + 1
         single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
         @tf.autograph.experimental.do_not_convert  # plain graph code: no conversion to pay
         def count(*element):
             batch = element[0] if single else element
             size = tf.shape(first_array(batch), out_type=tf.int64)[0]
-            now = state.read_value()
-            updated = tf.tensor_scatter_nd_update(
-                now,
-                [[0], [1], [_SIZES + now[0] % recent]],
-                tf.stack([now[0] + 1, now[1] + size, size]),
+            batches = tf.raw_ops.ResourceGather(resource=handle, indices=0, dtype=tf.int64)
+            sized = tf.raw_ops.ResourceScatterUpdate(
+                resource=handle, indices=_SIZES + batches % slots, updates=size
             )
-            with tf.control_dependencies([state.assign(updated)]):
+            with tf.control_dependencies([sized]):  # the size first, then the totals
+                counted = tf.raw_ops.ResourceScatterAdd(
+                    resource=handle, indices=[0, 1], updates=tf.stack([tf.ones_like(size), size])
+                )
+            with tf.control_dependencies([counted]):
                 return tf.nest.map_structure(_after_count, batch)
 
         if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
@@ -146,7 +153,11 @@ class GraphCount:
         """The count now, one read of the variable (on the host CPU): the fields of an
         ``example_count.Snapshot``, ``(batches, examples, recent)``."""
         values = self.state.numpy().tolist()
-        return values[0], values[1], tuple(values[_SIZES:])
+        batches, slots = values[0], self._recent + 1
+        recent = [0] * self._recent  # batch i's size at i % recent, as a snapshot holds it
+        for index in range(max(0, batches - self._recent), batches):
+            recent[index % self._recent] = values[_SIZES + index % slots]
+        return batches, values[1], tuple(recent)
 
     def waited(self) -> float | None:
         """Seconds the step has waited for its batches so far, one read of the stats
