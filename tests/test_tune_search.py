@@ -6,7 +6,6 @@ generators that propose setups and are sent the judged trials back."""
 from __future__ import annotations
 
 import inspect
-import sys
 from dataclasses import dataclass
 
 from fakes import FakeClock
@@ -171,13 +170,3 @@ def test_the_baseline_is_the_best_until_a_trial_beats_it():
     engine._measure_baseline()
     assert engine.best == BestSoFar(GIVEN) and engine.best.ratio == 1.0
     engine.base.close()
-
-
-def test_the_workload_contract_is_five_methods():
-    methods = {
-        name
-        for name, value in vars(Workload).items()
-        if callable(value) and not name.startswith("_")
-    }
-    assert methods == {"baseline", "candidate", "judge", "confirm", "result"}
-    assert sys.modules[Workload.__module__].Runner.__doc__
