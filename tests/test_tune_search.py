@@ -6,14 +6,20 @@ generators that propose setups and are sent the judged trials back."""
 from __future__ import annotations
 
 import inspect
-import sys
+import random
 from dataclasses import dataclass
+from types import SimpleNamespace
 
+import keras
+import numpy as np
+import pytest
 from fakes import FakeClock
+from tiny_models import float32_policy  # noqa: F401 - fixture
 
 from tfthroughput.tuning._result_base import TrialBase
+from tfthroughput.tuning.engine.confirmation import run_examples
 from tfthroughput.tuning.engine.contract import BestSoFar, Mode, Proposal, SearchSettings, Workload
-from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning.engine.search import MAX_LENGTHENING, Search, lengthen
 from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.engine.trial_runner import TrialRunner
 from tfthroughput.tuning.engine.verdict import (
@@ -109,8 +115,10 @@ class KnownCosts(Workload):
         return fields
 
 
-def search(budget: float = 1000.0) -> Search:
-    settings = SearchSettings(
+def search(
+    budget: float = 1000.0, workload: type = KnownCosts, start: float = 0.0, **changes
+) -> Search:
+    fields = dict(
         steps=10,
         rounds=3,
         time_budget=budget,
@@ -120,8 +128,8 @@ def search(budget: float = 1000.0) -> Search:
         try_xla=False,
         notes=(),
     )
-    clock = FakeClock()
-    return Search(KnownCosts(clock), settings, clock)
+    clock = FakeClock(start)
+    return Search(workload(clock), SearchSettings(**(fields | changes)), clock)
 
 
 def test_the_engine_tries_each_proposal_against_the_baseline_and_keeps_the_best_as_a_record():
@@ -173,11 +181,115 @@ def test_the_baseline_is_the_best_until_a_trial_beats_it():
     engine.base.close()
 
 
-def test_the_workload_contract_is_five_methods():
-    methods = {
-        name
-        for name, value in vars(Workload).items()
-        if callable(value) and not name.startswith("_")
-    }
-    assert methods == {"baseline", "candidate", "judge", "confirm", "result"}
-    assert sys.modules[Workload.__module__].Runner.__doc__
+def test_a_baseline_that_cannot_run_leaves_nothing_to_tune():
+    class FailingBaseline(KnownCosts):
+        def baseline(self):
+            raise TrialFailed("out of memory")
+
+    with pytest.raises(RuntimeError) as caught:
+        search(workload=FailingBaseline).run()
+    assert str(caught.value) == "The fake cannot run, so there is nothing to tune: out of memory"
+    assert isinstance(caught.value.__cause__, TrialFailed)
+
+
+class Lengthened:
+    """A run costs 0.01 s a step; ``set_steps`` sets its steps."""
+
+    def __init__(self, steps):
+        self.steps, self.examples_per_step, self.solo_speed, self.runs = steps, 8, None, []
+
+    def run(self):
+        self.runs.append(self.steps)
+        return self.steps * 0.01
+
+    def set_steps(self, steps):
+        self.steps = steps
+
+
+def test_the_baselines_run_is_doubled_until_it_lasts_long_enough():
+    runner = Lengthened(10)
+    lengthen(runner, runner.set_steps, min_seconds=1.0, steps=10)
+    assert runner.runs == [10, 20, 40, 80, 160]  # 1.6 s: the first run of a second or more
+    assert runner.solo_speed == pytest.approx(160 * 8 / 1.6)
+
+    long_enough = Lengthened(200)
+    lengthen(long_enough, long_enough.set_steps, min_seconds=1.0, steps=200)
+    assert long_enough.runs == [200] and long_enough.solo_speed == pytest.approx(800.0)
+
+
+def test_the_baselines_run_is_lengthened_at_most_64_times():
+    runner = Lengthened(10)
+    lengthen(runner, runner.set_steps, min_seconds=1000.0, steps=10)
+    assert runner.steps == 10 * MAX_LENGTHENING == 640
+    assert runner.runs[-2:] == [320, 640]
+
+
+def test_the_notes_are_the_settings_then_the_knobs_each_once():
+    def noting_knob(view):
+        view.note("XLA not tried: the model has a layer XLA cannot compile")
+        view.note("XLA not tried: the model has a layer XLA cannot compile")
+        yield Proposal(GIVEN.with_(steps_per_execution=2), label="two steps a call")
+
+    class Noting(KnownCosts):
+        knobs = (noting_knob,)
+
+    result = search(workload=Noting, notes=("given note",)).run()
+    assert result["notes"] == (
+        "given note",
+        "XLA not tried: the model has a layer XLA cannot compile",
+    )
+    assert result["trials"][1].label == "two steps a call"  # a knob's own label is kept
+
+
+def test_a_faster_trial_must_beat_the_best_by_the_workloads_margin():
+    class Demanding(KnownCosts):
+        best_margin = 1.5  # 2x is faster, but not 2.5x the baseline
+
+    engine = search(workload=Demanding)
+    result = engine.run()
+    assert result["trials"][1].status == FASTER
+    assert engine.best.setup == GIVEN and result["chosen"] == GIVEN
+
+
+def test_the_confirmation_is_given_the_picks_and_its_share_of_the_searchs_time():
+    asked = []
+    confirmed = GIVEN.with_(steps_per_execution=4)
+
+    class Confirming(KnownCosts):
+        def candidate(self, view, proposal):
+            self.clock.advance(60.0)  # a trial's build: time the search spent beyond its runs
+            return super().candidate(view, proposal)
+
+        def confirm(self, view, candidates, most):
+            asked.append((candidates, most))
+            return SimpleNamespace(setup=confirmed)
+
+    result = search(workload=Confirming, start=1000.0, confirm_rounds=5).run()
+
+    two = GIVEN.with_(steps_per_execution=2)
+    # The baseline's median speed in the rounds, 80 examples/s; the pick at 2x; more than the
+    # 80 examples of the search's own runs.
+    most = run_examples(80.0, result["seconds"], 5, [2.0])
+    assert 180 < result["seconds"] < 200 and most > 10 * 8
+    assert asked == [([(two, "steps_per_execution=2")], pytest.approx(most))]
+    assert result["confirmation"].setup == confirmed and result["chosen"] == confirmed
+
+
+@pytest.mark.usefixtures("float32_policy")
+def test_a_search_leaves_the_callers_policy_and_random_state_as_they_were():
+    class Seeding(KnownCosts):
+        def baseline(self):  # as a trial's model would: seeded and under another policy
+            keras.utils.set_random_seed(0)
+            keras.config.set_dtype_policy("mixed_bfloat16")
+            return super().baseline()
+
+    keras.config.set_dtype_policy("float16")
+    policy = keras.config.dtype_policy()
+    keras.utils.set_random_seed(5)
+    expected = (random.random(), float(np.random.rand()))
+    keras.utils.set_random_seed(5)
+
+    search(workload=Seeding).run()
+
+    assert keras.config.dtype_policy() is policy
+    assert (random.random(), float(np.random.rand())) == expected
