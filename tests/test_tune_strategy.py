@@ -2,7 +2,8 @@
 MirroredStrategy over two logical CPUs, whether the strategy is given or tune is called in its
 scope, and the result names the global and the per-replica batch (in a child process: logical
 devices must be set before TensorFlow initialises); and no trial's model takes a throwaway
-iterator for its build. Argument checks run here. The build from the input's shapes:
+iterator for its build. Which strategy tune runs under and what the result tells of it:
+tests/test_tune_distribution.py; the build from the input's shapes:
 tests/test_tune_strategy_build.py."""
 
 from __future__ import annotations
@@ -149,23 +150,6 @@ def build():
 
 
 DATA = (np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"))
-
-
-def test_a_strategy_that_is_not_one_is_refused_naming_it():
-    with pytest.raises(TypeError, match=r"tf\.distribute\.Strategy.*Received: strategy='mirrored'"):
-        tune(build, DATA, strategy="mirrored")
-
-
-def test_strategies_that_span_hosts_are_refused():
-    # Made without __init__: starting a real cluster strategy is not needed to refuse it.
-    cluster = object.__new__(tf.distribute.MultiWorkerMirroredStrategy)
-    with pytest.raises(ValueError, match=r"cannot run under \w+Strategy: each worker"):
-        find_strategy(cluster)
-
-
-def test_without_a_strategy_none_is_used():
-    assert find_strategy(None) is None
-    assert find_strategy(tf.distribute.get_strategy()) is None  # the default one
 
 
 def test_one_device_strategy_is_used_and_told_in_the_singular():
