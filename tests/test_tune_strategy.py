@@ -1,7 +1,10 @@
 """tune under a tf.distribute strategy: every trial's model is built (and trained) under
 MirroredStrategy over two logical CPUs, whether the strategy is given or tune is called in its
 scope, and the result names the global and the per-replica batch (in a child process: logical
-devices must be set before TensorFlow initialises). Argument checks run here."""
+devices must be set before TensorFlow initialises); and no trial's model takes a throwaway
+iterator for its build. Which strategy tune runs under and what the result tells of it:
+tests/test_tune_distribution.py; the build from the input's shapes:
+tests/test_tune_strategy_build.py."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from fake_nvml import run_json_with_fake_nvml
+from symbolic_builds import build_given
 
 from tfthroughput.tuning import tune
 from tfthroughput.tuning.training.distribution import find_strategy
@@ -148,23 +152,6 @@ def build():
 DATA = (np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"))
 
 
-def test_a_strategy_that_is_not_one_is_refused_naming_it():
-    with pytest.raises(TypeError, match=r"tf\.distribute\.Strategy.*Received: strategy='mirrored'"):
-        tune(build, DATA, strategy="mirrored")
-
-
-def test_strategies_that_span_hosts_are_refused():
-    # Made without __init__: starting a real cluster strategy is not needed to refuse it.
-    cluster = object.__new__(tf.distribute.MultiWorkerMirroredStrategy)
-    with pytest.raises(ValueError, match=r"cannot run under \w+Strategy: each worker"):
-        find_strategy(cluster)
-
-
-def test_without_a_strategy_none_is_used():
-    assert find_strategy(None) is None
-    assert find_strategy(tf.distribute.get_strategy()) is None  # the default one
-
-
 def test_one_device_strategy_is_used_and_told_in_the_singular():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     assert find_strategy(strategy) is strategy
@@ -206,19 +193,6 @@ def iterators(monkeypatch):
     return counts
 
 
-def build_given(keras_build, batch, requests=None):
-    """Keras's symbolic build (bound or not) handed ``batch`` instead of the epoch iterator it
-    would make a throwaway iterator from; ``requests["for_the_build"]`` counts the builds
-    Keras asked to make from an iterator."""
-
-    def build(*model, iterator=None, data_batch=None):
-        if requests is not None:
-            requests["for_the_build"] += iterator is not None
-        return keras_build(*model, data_batch=batch)
-
-    return build
-
-
 def test_under_a_strategy_keras_asks_for_a_throwaway_iterator_at_every_fit(iterators, monkeypatch):
     # The mechanism of the crash (docs/tuning.md, "Under a strategy"): at every fit Keras hands
     # its symbolic build the epoch iterator, from which it makes an iterator of its own, takes
@@ -257,59 +231,3 @@ def test_a_trial_model_under_a_strategy_makes_no_iterator_for_its_build(iterator
     # One to train from in each fit, and Keras's next pass after an epoch that read the data
     # to its end (the confirmation's fits run two epochs each).
     assert iterators["fits"] <= iterators["made"] < 2 * iterators["epochs"]
-
-
-def fresh_unbuilt_model(strategy) -> keras.Model:
-    keras.utils.set_random_seed(0)
-    with strategy.scope():
-        model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])  # no Input
-        model.compile(keras.optimizers.SGD(0.01), "mse", metrics=["mae"])
-    return model
-
-
-@pytest.mark.parametrize(
-    "feed",
-    [
-        pytest.param(lambda: {"x": DATA[0], "y": DATA[1] + 1.0, "batch_size": 16}, id="arrays"),
-        pytest.param(
-            lambda: {"x": tf.data.Dataset.from_tensor_slices((DATA[0], DATA[1] + 1.0)).batch(16)},
-            id="dataset",
-        ),
-    ],
-)
-def test_a_model_built_from_its_inputs_shapes_trains_as_keras_builds_it(feed):
-    from tfthroughput.tuning.training.strategy_build import build_from_spec
-
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    as_keras_builds = fresh_unbuilt_model(strategy)
-    first_batch = (tf.constant(DATA[0][:16]), tf.constant(DATA[1][:16] + 1.0))
-    # Keras's own build from the batch its throwaway iterator would have taken first: the
-    # iterator itself is what crashes a long-lived process (the test above).
-    as_keras_builds._maybe_symbolic_build = build_given(
-        as_keras_builds._maybe_symbolic_build, first_batch
-    )
-    from_spec = fresh_unbuilt_model(strategy)
-    assert build_from_spec(from_spec, feed()) and from_spec.built and from_spec.optimizer.built
-    histories = [
-        model.fit(**feed(), epochs=2, verbose=0).history for model in (as_keras_builds, from_spec)
-    ]
-    assert histories[0] == histories[1] and histories[0]["loss"][0] > 0
-
-
-def test_an_unlabeled_input_builds_the_model_from_its_shape():
-    from tfthroughput.tuning.training.strategy_build import build_from_spec
-
-    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
-        model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])
-        model.compile(keras.optimizers.SGD(0.01))  # no loss: its own train_step would compute it
-    assert build_from_spec(model, {"x": tf.data.Dataset.from_tensor_slices(DATA[0]).batch(16)})
-    assert [tuple(w.shape) for w in model.layers[0].weights] == [(4, 3), (3,)]
-
-
-def test_without_a_strategy_or_with_a_py_dataset_keras_builds_as_it_does():
-    from tfthroughput.tuning.training.strategy_build import build_from_spec
-
-    assert not build_from_spec(build(), {"x": DATA[0], "y": DATA[1]})
-    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
-        model = build()
-    assert not build_from_spec(model, {"x": keras.utils.PyDataset()})
