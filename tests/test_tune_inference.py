@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
-from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
+from tfthroughput.tuning import InferenceTuneResult, tune
 from tfthroughput.tuning.engine.search import Search
 from tfthroughput.tuning.engine.verdict import (
     BASELINE,
@@ -25,7 +25,6 @@ from tfthroughput.tuning.engine.verdict import (
     OVER_LATENCY,
 )
 from tfthroughput.tuning.inference.data import inference_data
-from tfthroughput.tuning.inference.output_check import compare_outputs
 from tfthroughput.tuning.inference.predict_runner import LATENCY_SAMPLES, percentile
 from tfthroughput.tuning.inference.workload import InferenceSettings, InferenceWorkload
 from tfthroughput.tuning.setup import TuneSetup
@@ -298,21 +297,6 @@ def test_when_nothing_helps_the_baseline_is_kept_and_the_result_says_so():
     assert result.snippet.splitlines()[1] == (
         "model.compile(..., steps_per_execution=1, jit_compile=False)  # or result.apply(model)"
     )
-
-
-# ----------------------------------------------------------------- the output check
-
-
-def test_output_check_compares_every_output_against_the_largest():
-    base = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.0])}
-    same = compare_outputs(base, base, same_arithmetic=True, tolerance=1e-6)
-    assert same.passed and (same.max_abs_difference, same.examples) == (0.0, 2)
-    moved = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.2])}
-    check = compare_outputs(base, moved, same_arithmetic=False, tolerance=0.02)
-    assert check == OutputCheck(0.2, 0.05, False, 0.02, 2) and not check.passed
-    nan = {"a": np.array([[np.nan], [-4.0]]), "b": np.array([0.5, 0.0])}
-    assert not compare_outputs(base, nan, same_arithmetic=False, tolerance=0.5).passed
-    assert not compare_outputs(base, {"a": base["a"]}, same_arithmetic=True, tolerance=1).passed
 
 
 # ----------------------------------------------------------------- the real predict path
