@@ -39,6 +39,7 @@ def runner(setup=None, *, steps=8, launch=LAUNCH, inputs=3, batch_size=4):
 
     def build():
         model = keras.Sequential([keras.Input((inputs,)), keras.layers.Dense(2)])
+        model.compile(jit_compile=False)  # as given without XLA on every backend (JAX: "auto")
         return charge_calls(model, clock, launch=launch, per_step=PER_STEP, kind="predict")
 
     data = inference_data(X, batch_size)
