@@ -2,9 +2,10 @@
 baseline kept, its arguments.
 
 No timing verdicts: the search runs on fake runners with known costs (seconds per batch from
-a formula), and the real ``predict`` path runs on a model whose layer advances an injected
-clock by a known cost per batch, so every ratio and latency is exact. Real speed-ups are
-shown by benchmarks/tune.py.
+a formula, ``tests/predict_costs.py``), and the real ``predict`` path runs on a model whose
+layer advances an injected clock by a known cost per batch, so every ratio and latency is
+exact. The workload's parts one by one are in tests/test_tune_inference_workload.py; real
+speed-ups are shown by benchmarks/tune.py.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from predict_costs import FakePredictRunner, KnownCost, search
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
-from tfthroughput.tuning import InferenceTuneResult, OutputCheck, tune
-from tfthroughput.tuning.engine.search import Search
+from tfthroughput.tuning import InferenceTuneResult, tune
 from tfthroughput.tuning.engine.verdict import (
     BASELINE,
     FAILED,
@@ -24,98 +25,9 @@ from tfthroughput.tuning.engine.verdict import (
     OUTPUTS_DIFFER,
     OVER_LATENCY,
 )
-from tfthroughput.tuning.inference.data import inference_data
-from tfthroughput.tuning.inference.output_check import compare_outputs
-from tfthroughput.tuning.inference.predict_runner import LATENCY_SAMPLES, percentile
-from tfthroughput.tuning.inference.workload import InferenceSettings, InferenceWorkload
 from tfthroughput.tuning.setup import TuneSetup
 
 # ----------------------------------------------------------------- the search, on known costs
-
-
-class KnownCost:
-    """Seconds per batch: ``launch / steps_per_execution + per_example * batch`` (per_example
-    halved under XLA); one batch's latency: ``launch + per_example * batch``. Outputs: the
-    baseline's, plus ``drift(setup)``."""
-
-    def __init__(self, launch, per_example, drift=lambda setup: 0.0):
-        self.launch, self.per_example, self.drift = launch, per_example, drift
-
-    def runner(self, setup, build_model, data, *, steps, warmup_steps, seed, clock):
-        return FakePredictRunner(self, setup, data, steps)
-
-    def per_example_of(self, setup):
-        return self.per_example * (0.5 if setup.jit_compile else 1.0)
-
-
-class FakePredictRunner:
-    def __init__(self, cost, setup, data, steps):
-        self._cost, self.setup, self._data, self.steps = cost, setup, data, steps
-        self.latencies, self.notes = [], []
-        self.warmup_seconds, self.memory_mib, self.outputs = 0.5, None, None
-        self.solo_speed = None
-
-    def rewarm(self):
-        pass
-
-    def start(self, *, user_model_errors=False):
-        if self.setup is None:
-            self.setup = TuneSetup(1, False, "float32", batch_size=self._data.batch_size)
-        self.examples_per_step = self.setup.batch_size
-        self.outputs = np.linspace(-1.0, 1.0, 64) + self._cost.drift(self.setup)
-
-    def _per_example(self):
-        return self._cost.per_example_of(self.setup)
-
-    def run(self):
-        per_batch = self._cost.launch / self.setup.steps_per_execution
-        return self.steps * (per_batch + self._per_example() * self.setup.batch_size)
-
-    def sample_latency(self, count):
-        self.latencies += [self._cost.launch + self._per_example() * self.setup.batch_size] * count
-
-    def latency_ms(self, fraction):
-        return 1000.0 * percentile(self.latencies, fraction) if self.latencies else None
-
-    @property
-    def reference(self):
-        return self.outputs
-
-    def before_round(self):
-        self.sample_latency(LATENCY_SAMPLES)
-
-    def figures(self):
-        return {
-            "warmup_seconds": self.warmup_seconds,
-            "memory_mib": self.memory_mib,
-            "reason": "",
-            "latency_p50_ms": self.latency_ms(0.5),
-            "latency_p95_ms": self.latency_ms(0.95),
-        }
-
-    def set_steps(self, steps):
-        self.steps = steps
-
-    def close(self):
-        pass
-
-
-def search(cost, *, examples=1024, limit=None, policy=None, xla=True, tolerance=0.02):
-    data = inference_data(np.zeros((examples, 4), "float32"), 32)
-    settings = InferenceSettings(
-        steps=128,
-        rounds=3,
-        time_budget=1e9,
-        output_tolerance=tolerance,
-        seed=0,
-        max_steps_per_execution=1024,
-        max_batch_latency_ms=limit,
-        policy=policy,
-        try_xla=xla,
-        notes=(),
-    )
-    workload = InferenceWorkload(None, data, settings, lambda: 0.0, runner=cost.runner)
-    return Search(workload, settings, lambda: 0.0).run()
 
 
 class XlaSlowsBfloat16(KnownCost):
@@ -298,21 +210,6 @@ def test_when_nothing_helps_the_baseline_is_kept_and_the_result_says_so():
     assert result.snippet.splitlines()[1] == (
         "model.compile(..., steps_per_execution=1, jit_compile=False)  # or result.apply(model)"
     )
-
-
-# ----------------------------------------------------------------- the output check
-
-
-def test_output_check_compares_every_output_against_the_largest():
-    base = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.0])}
-    same = compare_outputs(base, base, same_arithmetic=True, tolerance=1e-6)
-    assert same.passed and (same.max_abs_difference, same.examples) == (0.0, 2)
-    moved = {"a": np.array([[1.0], [-4.0]]), "b": np.array([0.5, 0.2])}
-    check = compare_outputs(base, moved, same_arithmetic=False, tolerance=0.02)
-    assert check == OutputCheck(0.2, 0.05, False, 0.02, 2) and not check.passed
-    nan = {"a": np.array([[np.nan], [-4.0]]), "b": np.array([0.5, 0.0])}
-    assert not compare_outputs(base, nan, same_arithmetic=False, tolerance=0.5).passed
-    assert not compare_outputs(base, {"a": base["a"]}, same_arithmetic=True, tolerance=1).passed
 
 
 # ----------------------------------------------------------------- the real predict path
