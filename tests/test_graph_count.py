@@ -60,6 +60,24 @@ def test_the_recent_sizes_wrap_around_and_a_read_between_the_counts_two_writes_i
     assert count.snapshot() == snapshot
 
 
+def test_the_counts_function_runs_outside_the_waits_stats_aggregator():
+    # Under the aggregator, tf.data times every map function into it, at every batch, on the
+    # step's thread: the count sits above it, so the aggregator holds the wait's histogram (and
+    # the statistics of the stages under it) and nothing of the count's.
+    from tensorflow.core.framework import summary_pb2
+    from tensorflow.python.ops import gen_experimental_dataset_ops as stats_ops
+
+    count = GraphCount(recent=4)
+    for _ in count.counting(tf.data.Dataset.from_tensor_slices(ROWS).batch(4)):
+        pass
+    summary = summary_pb2.Summary.FromString(
+        stats_ops.stats_aggregator_summary(count._wait._aggregator).numpy()
+    )
+    histograms = {value.tag: value.histo.num for value in summary.value if value.HasField("histo")}
+    assert histograms["tfthroughput_wait"] == 3
+    assert [tag for tag in histograms if "count" in tag] == []
+
+
 def test_ragged_batches_are_counted_by_their_rows():
     ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3], [4, 5, 6]]))
     count = GraphCount(recent=4)

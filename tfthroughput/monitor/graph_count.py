@@ -27,9 +27,9 @@ TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-o
 pool and back would cost more than the function.
 
 The counter is one ``int64`` vector on the host, ``[batches, examples, size of batch i at
-2 + i % (n + 1)]``, updated in place by two scatters per batch (a read and a rewrite of the
-whole vector cost about twice as much a batch): the batch's size into its slot first, then
-the totals. A read between the two sees a size written for a batch the totals do not hold
+2 + i % (n + 1)]``, updated in place by two scatters per batch, cheaper on the step's thread
+than a read and a rewrite of the whole vector: the batch's size into its slot first, then the
+totals. A read between the two sees a size written for a batch the totals do not hold
 yet, in the slot of the batch ``n + 1`` back, one more than a snapshot keeps: every read is a
 consistent count (an ``example_count.Snapshot``'s fields). Imported only where TensorFlow
 is.
@@ -138,9 +138,10 @@ class GraphCount:
             # What tf.data would add after the user's last stage, added here, before the count.
             dataset = dataset.prefetch(tf.data.AUTOTUNE)
         # The count on the step's thread as it takes each batch (never ahead, which would pull
-        # batches early across an epoch's end), after the timing.
-        timed = _inline_map(self._wait.latency(dataset), count)
-        return self._wait.aggregated(timed).prefetch(0)
+        # batches early across an epoch's end), after the timing and above the aggregator: a
+        # map under it would also time its function into the aggregator at every batch.
+        timed = self._wait.aggregated(self._wait.latency(dataset))
+        return _inline_map(timed, count).prefetch(0)
 
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host, one read
