@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 from fakes import FakeClock, charge_calls
+from tiny_models import float32_policy  # noqa: F401 - fixture
 
 from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.inference.data import inference_data
@@ -25,13 +26,7 @@ from tfthroughput.tuning.setup import TuneSetup
 LAUNCH, PER_STEP = 0.010, 0.001  # seconds per predict function call, and per batch it runs
 X = np.arange(30, dtype="float32").reshape(10, 3)
 
-
-@pytest.fixture
-def float32_policy():
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    yield
-    keras.config.set_dtype_policy(before)
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def runner(setup=None, *, steps=8, launch=LAUNCH, inputs=3, batch_size=4):
@@ -66,7 +61,7 @@ def test_the_timer_starts_once_at_the_first_execution_it_is_given():
     assert (timer.start, timer.timed_from) == (1.5, 2)
 
 
-def test_the_model_as_given_starts_with_its_setup_outputs_and_warm_up(float32_policy):
+def test_the_model_as_given_starts_with_its_setup_outputs_and_warm_up():
     trial, _ = runner()
     trial.start()
 
@@ -80,7 +75,7 @@ def test_the_model_as_given_starts_with_its_setup_outputs_and_warm_up(float32_po
     assert trial.latencies == [] and trial.latency_ms(0.5) is None
 
 
-def test_a_timed_run_skips_the_first_execution_and_scales_to_steps(float32_policy):
+def test_a_timed_run_skips_the_first_execution_and_scales_to_steps():
     trial, _ = runner(steps=8)
     trial.start()
     # 7 timed calls of one batch, scaled to 8 batches.
@@ -99,14 +94,14 @@ def test_a_timed_run_skips_the_first_execution_and_scales_to_steps(float32_polic
     assert grouped.run() == pytest.approx(4 * (LAUNCH + 2 * PER_STEP))
 
 
-def test_a_run_of_one_execution_cannot_be_timed(float32_policy):
+def test_a_run_of_one_execution_cannot_be_timed():
     trial, _ = runner(TuneSetup(4, False, "float32", batch_size=4), steps=4)
     trial.start()
     with pytest.raises(TrialFailed, match=r"^predict ran fewer than 4 batches$"):
         trial.run()
 
 
-def test_latency_samples_are_single_batch_calls_and_their_quantiles(float32_policy):
+def test_latency_samples_are_single_batch_calls_and_their_quantiles():
     costs = itertools.chain([LAUNCH] * 6, [0.004, 0.001, 0.005, 0.002, 0.003])
     trial, _ = runner(launch=lambda model: next(costs))
     trial.start()  # the warm-up's 6 calls
@@ -122,7 +117,7 @@ def test_latency_samples_are_single_batch_calls_and_their_quantiles(float32_poli
     assert (figures["memory_mib"], figures["reason"]) == (None, "")  # no device memory on CPU
 
 
-def test_a_whole_call_times_the_call_and_counts_its_examples(float32_policy):
+def test_a_whole_call_times_the_call_and_counts_its_examples():
     trial, clock = runner()
     trial.start()
     feed, whole = trial._data.whole_feed(4, most=1e9)
@@ -134,7 +129,7 @@ def test_a_whole_call_times_the_call_and_counts_its_examples(float32_policy):
     assert clock() - before == pytest.approx(seconds)
 
 
-def test_a_model_that_cannot_predict_the_data_fails_the_trial_with_a_reason(float32_policy):
+def test_a_model_that_cannot_predict_the_data_fails_the_trial_with_a_reason():
     trial, _ = runner(inputs=5)  # the data has 3 features
     # Keras's error, by its type and first line, ends the trial: not raised to the search.
     with pytest.raises(TrialFailed, match=r"^ValueError: \S") as raised:

@@ -13,7 +13,7 @@ import inspect
 import keras
 import numpy as np
 import pytest
-from tiny_models import tiny_mlp
+from tiny_models import float32_policy, tiny_mlp  # noqa: F401 - fixture
 
 from tfthroughput.precision.precision_recommendation import DeviceDescription, recommend_precision
 from tfthroughput.tuning._settings import inference_settings, training_settings
@@ -37,14 +37,6 @@ def arguments(**given):
     called.update({"batch_size": 16, "precision": False, **given})
     training, inference = split_mode(called)
     return TuneArguments(**training) if inference is None else InferenceArguments(**inference)
-
-
-@pytest.fixture
-def float32_policy():
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    yield
-    keras.config.set_dtype_policy(before)
 
 
 @pytest.fixture
@@ -147,7 +139,8 @@ def test_callbacks_that_are_not_a_list_of_callbacks_are_refused():
         training_settings(arguments(callbacks=[OnlyEpochs(), "EarlyStopping"]))
 
 
-def test_the_policy_to_try_is_the_recommendation_unless_it_is_float32(float32_policy):
+@pytest.mark.usefixtures("float32_policy")
+def test_the_policy_to_try_is_the_recommendation_unless_it_is_float32():
     a100 = recommend_precision([DeviceDescription("GPU", "NVIDIA A100", (8, 0))])
     assert training_settings(arguments(precision=a100)).policy == "mixed_bfloat16"
     old = recommend_precision([DeviceDescription("GPU", "Tesla P100", (6, 0))])

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from fakes import CostClock, charge_calls
+from tiny_models import float32_policy  # noqa: F401 - fixture
 
 from tfthroughput.tuning.engine.contract import BestSoFar, Proposal, SearchView
 from tfthroughput.tuning.engine.measure import Comparison
@@ -27,12 +28,7 @@ Y = X.sum(axis=1, keepdims=True)
 BASE = TuneSetup(1, False, "float32", batch_size=8)
 
 
-@pytest.fixture(autouse=True)
-def float32_policy():
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    yield
-    keras.config.set_dtype_policy(before)
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def settings(**changes) -> TrainingSettings:
