@@ -78,6 +78,30 @@ def test_the_counts_function_runs_outside_the_waits_stats_aggregator():
     assert [tag for tag in histograms if "count" in tag] == []
 
 
+def test_batches_of_known_sizes_are_counted_by_the_timing_alone():
+    # Arrays' batches (4, 4, 2 here) are known before the fit: the timing's own count of the
+    # batches gives the examples, with no variable and no function per batch.
+    from tensorflow.core.framework import summary_pb2
+    from tensorflow.python.ops import gen_experimental_dataset_ops as stats_ops
+
+    from tfthroughput.monitor.array_batches import ArrayBatches
+
+    count = GraphCount(recent=4, sizes=ArrayBatches(batch_size=4, per_pass=3, last=2))
+    counted = count.counting(tf.data.Dataset.from_tensor_slices(ROWS).batch(4))
+    assert count.state is None
+    for _ in range(2):  # two passes, each to its end
+        assert [len(batch) for batch in counted] == [4, 4, 2]
+    assert count.snapshot() == (6, 20, (4, 2, 2, 4))  # batch i at i % 4: batches 2 to 5
+    summary = summary_pb2.Summary.FromString(
+        stats_ops.stats_aggregator_summary(count._wait._aggregator).numpy()
+    )
+    assert [value.tag for value in summary.value if "Map" in value.tag] == []
+    count.reset()
+    next(iter(counted))
+    assert count.snapshot() == (1, 4, (4, 0, 0, 0))
+    assert GraphCount(recent=4, timed=False, sizes=ArrayBatches(4, 3, 2)).state is not None
+
+
 def test_ragged_batches_are_counted_by_their_rows():
     ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3], [4, 5, 6]]))
     count = GraphCount(recent=4)

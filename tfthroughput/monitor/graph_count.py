@@ -22,6 +22,12 @@ in ``prefetch(0)`` (passes each element through, no thread), and where ``tf.data
 injected its prefetch after the user's pipeline, adds that same ``prefetch(AUTOTUNE)`` there,
 before the timing: the user's pipeline runs ahead exactly as without the monitor.
 
+Where the batches' sizes are known before the ``fit`` (arrays:
+:mod:`tfthroughput.monitor.array_batches`) and the wait is timed, no counting stage is added:
+the latency statistics count the batches the step takes, and the sizes give their examples.
+A function stage per batch costs a launch-bound ``fit`` several percent even where it does
+nothing (``docs/benchmarks.md``, ``input_wait_cost.py``).
+
 The count's function runs inline on the thread that asks for the element, not on
 TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-over to the
 pool and back would cost more than the function.
@@ -42,6 +48,7 @@ import threading
 import tensorflow as tf
 
 from tfthroughput._validation import first_array
+from tfthroughput.monitor.array_batches import ArrayBatches
 from tfthroughput.monitor.pipeline_wait import PipelineWait
 
 
@@ -53,14 +60,16 @@ class GraphCount:
         recent: Batch sizes kept (see :data:`~tfthroughput.monitor.example_count.RECENT`).
         timed: Whether the pipeline also times the wait, reported by :meth:`waited` (see the
             module docstring); without it, the counting stage alone.
+        sizes: The batches of a ``fit`` on arrays, where known: with the wait timed, the
+            timing's own count of batches then gives the examples, and no function runs per
+            batch.
 
     Attributes:
         untimed_reason: Why the wait is not timed though asked for, else ``None``.
+        state: The counter variable, ``None`` where the batches' sizes are known.
     """
 
-    def __init__(self, recent: int, timed: bool = True) -> None:
-        # One slot more than a snapshot keeps: the one being written (see the module docstring).
-        self.state = _host_variable(_SIZES + recent + 1)
+    def __init__(self, recent: int, timed: bool = True, sizes: ArrayBatches | None = None) -> None:
         self._recent = recent
         self._wait: PipelineWait | None = None
         self.untimed_reason: str | None = None
@@ -69,6 +78,9 @@ class GraphCount:
                 self._wait = PipelineWait()
             except Exception as error:  # noqa: BLE001 - a TensorFlow without the stats ops
                 self.untimed_reason = f"this TensorFlow cannot time it ({type(error).__name__})"
+        self._sizes = sizes if self._wait is not None else None
+        # One slot more than a snapshot keeps: the one being written (see the module docstring).
+        self.state = None if self._sizes is not None else _host_variable(_SIZES + recent + 1)
 
     @property
     def timed(self) -> bool:
@@ -104,7 +116,9 @@ class GraphCount:
             return None
         # Without a strategy, Keras's default one hands the pipeline to the step as it is.
         count = cls(
-            recent, timed=timed and type(strategy).__name__ == "_DefaultDistributionStrategy"
+            recent,
+            timed=timed and type(strategy).__name__ == "_DefaultDistributionStrategy",
+            sizes=ArrayBatches.of(epoch_iterator.data_adapter),
         )
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
         epoch_iterator._distributed_dataset = counted
@@ -114,6 +128,8 @@ class GraphCount:
     def counting(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """``dataset`` with the counting stage (and the wait's timing) at its end; its
         elements unchanged."""
+        if self._sizes is not None:  # the timing counts the batches: nothing to weigh
+            return self._wait.aggregated(self._wait.latency(_prefetched(dataset))).prefetch(0)
         handle, slots = self.state.handle, self._recent + 1
         single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
@@ -134,9 +150,7 @@ class GraphCount:
 
         if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
             return _inline_map(dataset, count)
-        if _gets_prefetch_injected(dataset):
-            # What tf.data would add after the user's last stage, added here, before the count.
-            dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        dataset = _prefetched(dataset)
         # The count on the step's thread as it takes each batch (never ahead, which would pull
         # batches early across an epoch's end), after the timing and above the aggregator: a
         # map under it would also time its function into the aggregator at every batch.
@@ -146,13 +160,17 @@ class GraphCount:
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host, one read
         of the stats aggregator)."""
-        self.state.assign(tf.zeros_like(self.state))
+        if self.state is not None:
+            self.state.assign(tf.zeros_like(self.state))
         if self._wait is not None:
             self._wait.reset()
 
     def snapshot(self) -> tuple[int, int, tuple[int, ...]]:
         """The count now, one read of the variable (on the host CPU): the fields of an
         ``example_count.Snapshot``, ``(batches, examples, recent)``."""
+        if self._sizes is not None:
+            counted, since = self._wait.batches()
+            return self._sizes.snapshot(counted, since, self._recent)
         values = self.state.numpy().tolist()
         batches, slots = values[0], self._recent + 1
         recent = [0] * self._recent  # batch i's size at i % recent, as a snapshot holds it
@@ -189,6 +207,13 @@ def _inline_map(dataset: tf.data.Dataset, function) -> tf.data.Dataset:
         return _MapDataset(dataset, function, use_inter_op_parallelism=False)
     except (ImportError, TypeError):
         return dataset.map(function)
+
+
+def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` with the ``prefetch(AUTOTUNE)`` tf.data would inject after its last stage,
+    where it would: the stages added after it end in ``prefetch(0)``, which stops the
+    injection, and the user's pipeline runs ahead as without them."""
+    return dataset.prefetch(tf.data.AUTOTUNE) if _gets_prefetch_injected(dataset) else dataset
 
 
 def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:

@@ -38,7 +38,7 @@ class PipelineWait:
         # aggregator would sum the waits of every pipeline timed in the process.
         name = f"tfthroughput_wait_{os.getpid()}_{next(_NAMES)}"
         self._aggregator = stats_ops.stats_aggregator_handle(shared_name=name)
-        self._since = 0.0
+        self._since: tuple[float, int] = (0.0, 0)
         # The resource manager holds the aggregator until destroyed: destroyed with the timer
         # (which the pipelines it times keep).
         weakref.finalize(self, _destroy, self._aggregator)
@@ -55,19 +55,26 @@ class PipelineWait:
 
     def seconds(self) -> float:
         """Seconds waited since the timer was made or reset (one read of the aggregator)."""
-        return self._total() - self._since
+        return self._totals()[0] - self._since[0]
+
+    def batches(self) -> tuple[int, int]:
+        """The elements taken through the timed pipelines (``GetNext`` calls that gave one)
+        since the timer was made, and how many of them came before its last reset (one read
+        of the aggregator)."""
+        return self._totals()[1], self._since[1]
 
     def reset(self) -> None:
-        self._since = self._total()
+        self._since = self._totals()
 
-    def _total(self) -> float:
+    def _totals(self) -> tuple[float, int]:
+        """Seconds waited and elements taken since the timer was made."""
         summary = summary_pb2.Summary.FromString(
             stats_ops.stats_aggregator_summary(self._aggregator).numpy()
         )
         for value in summary.value:
             if value.tag == _TAG:
-                return value.histo.sum / 1e6
-        return 0.0  # nothing asked for yet
+                return value.histo.sum / 1e6, int(value.histo.num)
+        return 0.0, 0  # nothing asked for yet
 
 
 def _destroy(aggregator: tf.Tensor) -> None:

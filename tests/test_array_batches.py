@@ -1,0 +1,57 @@
+"""The batches of a fit on arrays, known before it starts: checked against the batches Keras's
+own array adapter makes, pass after pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+
+from tfthroughput.monitor.array_batches import ArrayBatches
+from tfthroughput.monitor.example_count import Snapshot, examples_through
+
+
+def _adapter(examples: int, batch_size: int) -> ArrayDataAdapter:
+    x = np.arange(examples * 2, dtype="float32").reshape(examples, 2)
+    return ArrayDataAdapter(x, x[:, :1], batch_size=batch_size, shuffle=True)
+
+
+def _sizes_keras_makes(adapter: ArrayDataAdapter, passes: int) -> list[int]:
+    return [len(x) for _ in range(passes) for x, _ in adapter.get_numpy_iterator()]
+
+
+@pytest.mark.parametrize(("examples", "batch_size"), [(10, 4), (12, 4), (3, 8), (1, 1)])
+def test_the_sizes_are_those_of_the_batches_keras_makes_pass_after_pass(examples, batch_size):
+    adapter = _adapter(examples, batch_size)
+    batches = ArrayBatches.of(adapter)
+    made = _sizes_keras_makes(adapter, passes=3)
+    assert [batches.size(index) for index in range(len(made))] == made
+    assert [batches.examples(n) for n in range(len(made) + 1)] == [
+        sum(made[:n]) for n in range(len(made) + 1)
+    ]
+
+
+def test_what_the_adapter_says_is_read_once():
+    assert ArrayBatches.of(_adapter(10, 4)) == ArrayBatches(batch_size=4, per_pass=3, last=2)
+    assert ArrayBatches.of(_adapter(12, 4)) == ArrayBatches(batch_size=4, per_pass=3, last=4)
+
+
+def test_any_other_input_is_weighed_batch_by_batch():
+    tf = pytest.importorskip("tensorflow")
+    from keras.src.trainers.data_adapters.tf_dataset_adapter import TFDatasetAdapter
+
+    dataset = tf.data.Dataset.from_tensor_slices(np.ones((10, 2), "float32")).batch(4)
+    assert ArrayBatches.of(TFDatasetAdapter(dataset)) is None
+    assert ArrayBatches.of(object()) is None
+
+
+def test_a_snapshot_since_a_reset_across_a_pass_reads_as_the_tally_would():
+    batches = ArrayBatches(batch_size=4, per_pass=3, last=2)  # 4, 4, 2, 4, 4, 2, ...
+    sizes = [batches.size(index) for index in range(12)]
+    since, counted = 4, 11  # batches 4 to 10: 4, 2, 4, 4, 2, 4, 4
+    snapshot = Snapshot(*batches.snapshot(counted, since, recent=4))
+    assert (snapshot.batches, snapshot.examples) == (7, sum(sizes[since:counted]))
+    # Batch i since the reset at i % 4: the last four are batches 3 to 6 (4, 2, 4, 4).
+    assert snapshot.recent == (2, 4, 4, 4)
+    through = [examples_through(snapshot, n) for n in range(8)]
+    assert through == [None, None, None, 10, 14, 16, 20, 24]

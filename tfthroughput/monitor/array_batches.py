@@ -1,0 +1,70 @@
+"""The batch sizes of a ``fit`` on arrays, known before it starts, so that a count of batches
+gives its examples exactly without weighing each batch.
+
+Keras's ``ArrayDataAdapter`` cuts the arrays into ``num_batches`` batches of ``batch_size``,
+the last one short where the examples do not divide (``partial_batch_size``), and its epoch
+iterator only starts a new pass over them once a pass is used up (at an epoch's end without
+``steps_per_epoch``, or when the steps run past the data with it): every pass is whole, so
+batch ``i`` counted from the first is short exactly where ``i % num_batches`` is the last.
+Inputs other than arrays (``tf.data``, a ``PyDataset``, a generator) may batch as they like:
+they are weighed batch by batch (:mod:`tfthroughput.monitor.graph_count`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ArrayBatches:
+    """The batches of one pass over arrays.
+
+    Attributes:
+        batch_size: Examples in a full batch.
+        per_pass: Batches in a pass.
+        last: Examples in a pass's last batch (``batch_size`` where none is short).
+
+    Example:
+        >>> batches = ArrayBatches(batch_size=4, per_pass=3, last=2)  # 10 examples
+        >>> [batches.examples(n) for n in (0, 2, 3, 4, 6)]
+        [0, 8, 10, 14, 20]
+    """
+
+    batch_size: int
+    per_pass: int
+    last: int
+
+    @classmethod
+    def of(cls, adapter: object) -> ArrayBatches | None:
+        """The batches of a Keras data adapter over arrays; ``None`` for any other input, or
+        where the adapter does not say its batches."""
+        if type(adapter).__name__ != "ArrayDataAdapter":
+            return None
+        try:
+            batch_size, per_pass = adapter.batch_size, adapter.num_batches
+            last = adapter.partial_batch_size or batch_size
+        except Exception:  # noqa: BLE001 - a Keras whose adapter says less: weigh each batch
+            return None
+        if not all(isinstance(value, int) and value > 0 for value in (batch_size, per_pass)):
+            return None
+        return cls(batch_size, per_pass, last)
+
+    def size(self, index: int) -> int:
+        """Examples in batch ``index`` (counted from the first, across passes)."""
+        return self.last if index % self.per_pass == self.per_pass - 1 else self.batch_size
+
+    def examples(self, batches: int) -> int:
+        """Examples in the first ``batches`` batches."""
+        return batches * self.batch_size - (batches // self.per_pass) * (
+            self.batch_size - self.last
+        )
+
+    def snapshot(self, counted: int, since: int, recent: int) -> tuple[int, int, tuple[int, ...]]:
+        """The fields of an ``example_count.Snapshot`` for the batches ``since`` to
+        ``counted`` (counted from the first): their number, their examples, and the sizes of
+        the last ``recent`` of them, batch ``i``'s at ``i % recent``."""
+        batches = counted - since
+        sizes = [0] * recent
+        for index in range(max(0, batches - recent), batches):
+            sizes[index % recent] = self.size(since + index)
+        return batches, self.examples(counted) - self.examples(since), tuple(sizes)
