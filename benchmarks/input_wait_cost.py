@@ -16,7 +16,9 @@ batch a step takes, and what ``GPUMonitor`` with it costs a launch-bound ``fit``
    by a callback listed first, as a user's own timing callback would see them;
    ``GPUMonitor(input_wait=False)`` (the count alone, free to run ahead of the step); and
    ``GPUMonitor`` without the count (no count, no wait share), to tell the count's and the
-   timing's cost from the rest of the monitor's.
+   timing's cost from the rest of the monitor's. The input is a ``tf.data`` pipeline, or with
+   ``--input arrays`` the arrays themselves (``fit(x, y, batch_size=16)``), whose batches the
+   monitor counts from their known sizes with no stage per batch.
 
 Sides are rotated round by round; each comparison prints the median of its per-round ratios
 with the sign-test interval (``tfthroughput.tuning.engine.paired``) and the median added
@@ -24,7 +26,7 @@ microseconds per batch or per step; the load average is printed (the development
 are shared).
 
     python benchmarks/input_wait_cost.py [--rounds 8] [--batches 2000] [--fit-rounds 6]
-        [--epochs 5] [--part {take,fit,both}]
+        [--epochs 5] [--part {take,fit,both}] [--input {dataset,arrays}]
 """
 
 from __future__ import annotations
@@ -131,7 +133,9 @@ def take_side(side: str, batches: int) -> float:
     return seconds_per_batch(dataset, batches)
 
 
-def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> float:
+def fit_side(
+    side: str, steps_per_execution: int, epochs: int, log_dir: str, arrays: bool = False
+) -> float:
     """Seconds per epoch of epochs 2 on."""
     x = np.random.default_rng(1).normal(size=(STEPS_PER_EPOCH * BATCH, 32)).astype("float32")
     data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(BATCH).prefetch(-1)
@@ -148,7 +152,12 @@ def fit_side(side: str, steps_per_execution: int, epochs: int, log_dir: str) -> 
         with_earlier_stage(side == "monitor, earlier stage"),
         no_stage(side == "monitor, no stage"),
     ):
-        model.fit(data, epochs=epochs + 1, verbose=0, callbacks=callbacks)
+        if arrays:
+            model.fit(
+                x, x[:, :1], batch_size=BATCH, epochs=epochs + 1, verbose=0, callbacks=callbacks
+            )
+        else:
+            model.fit(data, epochs=epochs + 1, verbose=0, callbacks=callbacks)
     return (clock.starts[-1] - clock.starts[1]) / epochs
 
 
@@ -181,6 +190,7 @@ def main() -> None:
     parser.add_argument("--fit-rounds", type=int, default=6)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--part", choices=("take", "fit", "both"), default="both")
+    parser.add_argument("--input", choices=("dataset", "arrays"), default="dataset")
     args = parser.parse_args()
     if args.part in ("take", "both"):
         print("one batch taken by a tf.function:")
@@ -196,10 +206,14 @@ def main() -> None:
         ]
         with tempfile.TemporaryDirectory() as log_dir:
             for steps_per_execution in (1, 128):
-                print(f"launch-bound fit, steps_per_execution={steps_per_execution}:")
+                print(
+                    f"launch-bound fit on {args.input}, steps_per_execution={steps_per_execution}:"
+                )
                 compare(
                     sides,
-                    lambda side, spe=steps_per_execution: fit_side(side, spe, args.epochs, log_dir),
+                    lambda side, spe=steps_per_execution: fit_side(
+                        side, spe, args.epochs, log_dir, arrays=args.input == "arrays"
+                    ),
                     args.fit_rounds,
                     "step",
                     STEPS_PER_EPOCH,
