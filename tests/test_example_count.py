@@ -125,6 +125,28 @@ def test_a_tf_data_pipeline_without_drop_remainder(tmp_path):
 
 
 @pytest.mark.tensorflow
+def test_a_tf_data_pipeline_with_drop_remainder(tmp_path):
+    # Its batch dimension is fixed: counted from that size and the timing's count of batches.
+    import tensorflow as tf
+
+    from tfthroughput.monitor import graph_count
+
+    made = []
+    counting = graph_count.GraphCount.counting
+
+    def recorded(count, dataset):
+        made.append(count)
+        return counting(count, dataset)
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH, drop_remainder=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph_count.GraphCount, "counting", recorded)
+        assert _fit(tmp_path, dataset) == []
+    assert [count.state for count in made] == [None]  # no counter: no stage per batch
+    _assert_exact(tmp_path, epochs=[96, 96], windows=[64, 32, 64, 32])
+
+
+@pytest.mark.tensorflow
 def test_steps_per_epoch_on_a_repeated_pipeline(tmp_path):
     import tensorflow as tf
 

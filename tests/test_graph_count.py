@@ -84,9 +84,9 @@ def test_batches_of_known_sizes_are_counted_by_the_timing_alone():
     from tensorflow.core.framework import summary_pb2
     from tensorflow.python.ops import gen_experimental_dataset_ops as stats_ops
 
-    from tfthroughput.monitor.array_batches import ArrayBatches
+    from tfthroughput.monitor.known_batches import KnownBatches
 
-    count = GraphCount(recent=4, sizes=ArrayBatches(batch_size=4, per_pass=3, last=2))
+    count = GraphCount(recent=4, sizes=KnownBatches(batch_size=4, per_pass=3, last=2))
     counted = count.counting(tf.data.Dataset.from_tensor_slices(ROWS).batch(4))
     assert count.state is None
     for _ in range(2):  # two passes, each to its end
@@ -99,7 +99,7 @@ def test_batches_of_known_sizes_are_counted_by_the_timing_alone():
     count.reset()
     next(iter(counted))
     assert count.snapshot() == (1, 4, (4, 0, 0, 0))
-    assert GraphCount(recent=4, timed=False, sizes=ArrayBatches(4, 3, 2)).state is not None
+    assert GraphCount(recent=4, timed=False, sizes=KnownBatches(4, 3, 2)).state is not None
 
 
 def test_ragged_batches_are_counted_by_their_rows():

@@ -22,8 +22,8 @@ in ``prefetch(0)`` (passes each element through, no thread), and where ``tf.data
 injected its prefetch after the user's pipeline, adds that same ``prefetch(AUTOTUNE)`` there,
 before the timing: the user's pipeline runs ahead exactly as without the monitor.
 
-Where the batches' sizes are known before the ``fit`` (arrays:
-:mod:`tfthroughput.monitor.array_batches`) and the wait is timed, no counting stage is added:
+Where the batches' sizes are known before the ``fit`` (arrays, or a fixed batch dimension:
+:mod:`tfthroughput.monitor.known_batches`) and the wait is timed, no counting stage is added:
 the latency statistics count the batches the step takes, and the sizes give their examples.
 A function stage per batch costs a launch-bound ``fit`` several percent even where it does
 nothing (``docs/benchmarks.md``, ``input_wait_cost.py``).
@@ -48,7 +48,7 @@ import threading
 import tensorflow as tf
 
 from tfthroughput._validation import first_array
-from tfthroughput.monitor.array_batches import ArrayBatches
+from tfthroughput.monitor.known_batches import KnownBatches
 from tfthroughput.monitor.pipeline_wait import PipelineWait
 
 
@@ -60,7 +60,7 @@ class GraphCount:
         recent: Batch sizes kept (see :data:`~tfthroughput.monitor.example_count.RECENT`).
         timed: Whether the pipeline also times the wait, reported by :meth:`waited` (see the
             module docstring); without it, the counting stage alone.
-        sizes: The batches of a ``fit`` on arrays, where known: with the wait timed, the
+        sizes: The batches of the ``fit``'s input, where known: with the wait timed, the
             timing's own count of batches then gives the examples, and no function runs per
             batch.
 
@@ -69,7 +69,7 @@ class GraphCount:
         state: The counter variable, ``None`` where the batches' sizes are known.
     """
 
-    def __init__(self, recent: int, timed: bool = True, sizes: ArrayBatches | None = None) -> None:
+    def __init__(self, recent: int, timed: bool = True, sizes: KnownBatches | None = None) -> None:
         self._recent = recent
         self._wait: PipelineWait | None = None
         self.untimed_reason: str | None = None
@@ -118,7 +118,8 @@ class GraphCount:
         count = cls(
             recent,
             timed=timed and type(strategy).__name__ == "_DefaultDistributionStrategy",
-            sizes=ArrayBatches.of(epoch_iterator.data_adapter),
+            sizes=KnownBatches.of(epoch_iterator.data_adapter)
+            or KnownBatches.fixed(first_array(dataset.element_spec).shape[0]),
         )
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
         epoch_iterator._distributed_dataset = counted

@@ -1,13 +1,15 @@
-"""The batch sizes of a ``fit`` on arrays, known before it starts, so that a count of batches
-gives its examples exactly without weighing each batch.
+"""The batch sizes of a ``fit``'s input where they are known before it starts, so that a count
+of batches gives its examples exactly without weighing each batch.
 
-Keras's ``ArrayDataAdapter`` cuts the arrays into ``num_batches`` batches of ``batch_size``,
+Arrays: Keras's ``ArrayDataAdapter`` cuts them into ``num_batches`` batches of ``batch_size``,
 the last one short where the examples do not divide (``partial_batch_size``), and its epoch
 iterator only starts a new pass over them once a pass is used up (at an epoch's end without
 ``steps_per_epoch``, or when the steps run past the data with it): every pass is whole, so
 batch ``i`` counted from the first is short exactly where ``i % num_batches`` is the last.
-Inputs other than arrays (``tf.data``, a ``PyDataset``, a generator) may batch as they like:
-they are weighed batch by batch (:mod:`tfthroughput.monitor.graph_count`).
+A pipeline whose batch dimension is fixed (``batch(n, drop_remainder=True)``) has every batch
+of that size. Other inputs (a ``tf.data`` pipeline with short batches, a ``PyDataset``, a
+generator) may batch as they like: they are weighed batch by batch
+(:mod:`tfthroughput.monitor.graph_count`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class ArrayBatches:
-    """The batches of one pass over arrays.
+class KnownBatches:
+    """The batches of one pass over the input.
 
     Attributes:
         batch_size: Examples in a full batch.
@@ -25,7 +27,7 @@ class ArrayBatches:
         last: Examples in a pass's last batch (``batch_size`` where none is short).
 
     Example:
-        >>> batches = ArrayBatches(batch_size=4, per_pass=3, last=2)  # 10 examples
+        >>> batches = KnownBatches(batch_size=4, per_pass=3, last=2)  # 10 examples
         >>> [batches.examples(n) for n in (0, 2, 3, 4, 6)]
         [0, 8, 10, 14, 20]
     """
@@ -35,7 +37,7 @@ class ArrayBatches:
     last: int
 
     @classmethod
-    def of(cls, adapter: object) -> ArrayBatches | None:
+    def of(cls, adapter: object) -> KnownBatches | None:
         """The batches of a Keras data adapter over arrays; ``None`` for any other input, or
         where the adapter does not say its batches."""
         if type(adapter).__name__ != "ArrayDataAdapter":
@@ -48,6 +50,14 @@ class ArrayBatches:
         if not all(isinstance(value, int) and value > 0 for value in (batch_size, per_pass)):
             return None
         return cls(batch_size, per_pass, last)
+
+    @classmethod
+    def fixed(cls, batch_size: object) -> KnownBatches | None:
+        """Batches all of ``batch_size`` examples (a pipeline's fixed batch dimension); ``None``
+        where it is not a known size."""
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            return None
+        return cls(batch_size, 1, batch_size)
 
     def size(self, index: int) -> int:
         """Examples in batch ``index`` (counted from the first, across passes)."""

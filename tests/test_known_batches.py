@@ -1,5 +1,5 @@
-"""The batches of a fit on arrays, known before it starts: checked against the batches Keras's
-own array adapter makes, pass after pass."""
+"""The batches of a fit's input known before it starts: arrays, checked against the batches
+Keras's own array adapter makes, pass after pass, and a fixed batch dimension."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
 
-from tfthroughput.monitor.array_batches import ArrayBatches
 from tfthroughput.monitor.example_count import Snapshot, examples_through
+from tfthroughput.monitor.known_batches import KnownBatches
 
 
 def _adapter(examples: int, batch_size: int) -> ArrayDataAdapter:
@@ -23,7 +23,7 @@ def _sizes_keras_makes(adapter: ArrayDataAdapter, passes: int) -> list[int]:
 @pytest.mark.parametrize(("examples", "batch_size"), [(10, 4), (12, 4), (3, 8), (1, 1)])
 def test_the_sizes_are_those_of_the_batches_keras_makes_pass_after_pass(examples, batch_size):
     adapter = _adapter(examples, batch_size)
-    batches = ArrayBatches.of(adapter)
+    batches = KnownBatches.of(adapter)
     made = _sizes_keras_makes(adapter, passes=3)
     assert [batches.size(index) for index in range(len(made))] == made
     assert [batches.examples(n) for n in range(len(made) + 1)] == [
@@ -32,8 +32,8 @@ def test_the_sizes_are_those_of_the_batches_keras_makes_pass_after_pass(examples
 
 
 def test_what_the_adapter_says_is_read_once():
-    assert ArrayBatches.of(_adapter(10, 4)) == ArrayBatches(batch_size=4, per_pass=3, last=2)
-    assert ArrayBatches.of(_adapter(12, 4)) == ArrayBatches(batch_size=4, per_pass=3, last=4)
+    assert KnownBatches.of(_adapter(10, 4)) == KnownBatches(batch_size=4, per_pass=3, last=2)
+    assert KnownBatches.of(_adapter(12, 4)) == KnownBatches(batch_size=4, per_pass=3, last=4)
 
 
 def test_any_other_input_is_weighed_batch_by_batch():
@@ -41,12 +41,19 @@ def test_any_other_input_is_weighed_batch_by_batch():
     from keras.src.trainers.data_adapters.tf_dataset_adapter import TFDatasetAdapter
 
     dataset = tf.data.Dataset.from_tensor_slices(np.ones((10, 2), "float32")).batch(4)
-    assert ArrayBatches.of(TFDatasetAdapter(dataset)) is None
-    assert ArrayBatches.of(object()) is None
+    assert KnownBatches.of(TFDatasetAdapter(dataset)) is None
+    assert KnownBatches.of(object()) is None
+
+
+def test_a_fixed_batch_dimension_gives_every_batch_its_size():
+    batches = KnownBatches.fixed(16)
+    assert [batches.size(index) for index in range(3)] == [16, 16, 16]
+    assert batches.examples(5) == 80
+    assert [KnownBatches.fixed(size) for size in (None, 0, 16.0)] == [None, None, None]
 
 
 def test_a_snapshot_since_a_reset_across_a_pass_reads_as_the_tally_would():
-    batches = ArrayBatches(batch_size=4, per_pass=3, last=2)  # 4, 4, 2, 4, 4, 2, ...
+    batches = KnownBatches(batch_size=4, per_pass=3, last=2)  # 4, 4, 2, 4, 4, 2, ...
     sizes = [batches.size(index) for index in range(12)]
     since, counted = 4, 11  # batches 4 to 10: 4, 2, 4, 4, 2, 4, 4
     snapshot = Snapshot(*batches.snapshot(counted, since, recent=4))
