@@ -48,7 +48,7 @@ import threading
 import tensorflow as tf
 
 from tfthroughput._validation import first_array
-from tfthroughput.monitor.known_batches import KnownBatches
+from tfthroughput.monitor.known_batches import KnownBatches, recent_sizes
 from tfthroughput.monitor.pipeline_wait import PipelineWait
 
 
@@ -130,7 +130,7 @@ class GraphCount:
         """``dataset`` with the counting stage (and the wait's timing) at its end; its
         elements unchanged."""
         if self._sizes is not None:  # the timing counts the batches: nothing to weigh
-            return self._wait.aggregated(self._wait.latency(_prefetched(dataset))).prefetch(0)
+            return self._timed(dataset).prefetch(0)
         handle, slots = self.state.handle, self._recent + 1
         single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
@@ -151,12 +151,15 @@ class GraphCount:
 
         if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
             return _inline_map(dataset, count)
-        dataset = _prefetched(dataset)
         # The count on the step's thread as it takes each batch (never ahead, which would pull
         # batches early across an epoch's end), after the timing and above the aggregator: a
         # map under it would also time its function into the aggregator at every batch.
-        timed = self._wait.aggregated(self._wait.latency(dataset))
-        return _inline_map(timed, count).prefetch(0)
+        return _inline_map(self._timed(dataset), count).prefetch(0)
+
+    def _timed(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """``dataset`` with each ``GetNext`` of it timed, under this count's stats aggregator,
+        after the prefetch tf.data would have injected (see the module docstring)."""
+        return self._wait.aggregated(self._wait.latency(_prefetched(dataset)))
 
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host, one read
@@ -173,11 +176,12 @@ class GraphCount:
             counted, since = self._wait.batches()
             return self._sizes.snapshot(counted, since, self._recent)
         values = self.state.numpy().tolist()
-        batches, slots = values[0], self._recent + 1
-        recent = [0] * self._recent  # batch i's size at i % recent, as a snapshot holds it
-        for index in range(max(0, batches - self._recent), batches):
-            recent[index % self._recent] = values[_SIZES + index % slots]
-        return batches, values[1], tuple(recent)
+        slots = self._recent + 1
+
+        def size_of(index: int) -> int:
+            return values[_SIZES + index % slots]
+
+        return values[0], values[1], recent_sizes(size_of, values[0], self._recent)
 
     def waited(self) -> float | None:
         """Seconds the step has waited for its batches so far, one read of the stats

@@ -14,6 +14,7 @@ generator) may batch as they like: they are weighed batch by batch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -74,7 +75,14 @@ class KnownBatches:
         ``counted`` (counted from the first): their number, their examples, and the sizes of
         the last ``recent`` of them, batch ``i``'s at ``i % recent``."""
         batches = counted - since
-        sizes = [0] * recent
-        for index in range(max(0, batches - recent), batches):
-            sizes[index % recent] = self.size(since + index)
-        return batches, self.examples(counted) - self.examples(since), tuple(sizes)
+        sizes = recent_sizes(lambda index: self.size(since + index), batches, recent)
+        return batches, self.examples(counted) - self.examples(since), sizes
+
+
+def recent_sizes(size_of: Callable[[int], int], batches: int, recent: int) -> tuple[int, ...]:
+    """A snapshot's ``recent`` field: the sizes of the last ``recent`` of ``batches`` batches,
+    batch ``i``'s (``size_of(i)``) at ``i % recent``, zeros where fewer were counted."""
+    sizes = [0] * recent
+    for index in range(max(0, batches - recent), batches):
+        sizes[index % recent] = size_of(index)
+    return tuple(sizes)
