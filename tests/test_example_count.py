@@ -115,20 +115,9 @@ def test_steps_per_epoch_cutting_epochs_short_of_the_data(tmp_path):
     _assert_exact(tmp_path, epochs=[48, 48, 4, 48], windows=None)
 
 
-@pytest.mark.tensorflow
-def test_a_tf_data_pipeline_without_drop_remainder(tmp_path):
-    import tensorflow as tf
-
-    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH).prefetch(2)
-    assert _fit(tmp_path, dataset) == []
-    _assert_exact(tmp_path)
-
-
-@pytest.mark.tensorflow
-def test_a_tf_data_pipeline_with_drop_remainder(tmp_path):
-    # Its batch dimension is fixed: counted from that size and the timing's count of batches.
-    import tensorflow as tf
-
+def _counts_made(tmp_path, data, **fit_kwargs) -> list:
+    """The ``GraphCount`` of each pipeline a monitored fit counted (TensorFlow only); the fit
+    warns nothing."""
     from tfthroughput.monitor import graph_count
 
     made = []
@@ -138,12 +127,58 @@ def test_a_tf_data_pipeline_with_drop_remainder(tmp_path):
         made.append(count)
         return counting(count, dataset)
 
-    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH, drop_remainder=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(graph_count.GraphCount, "counting", recorded)
-        assert _fit(tmp_path, dataset) == []
-    assert [count.state for count in made] == [None]  # no counter: no stage per batch
+        assert _fit(tmp_path, data, **fit_kwargs) == []
+    return made
+
+
+@pytest.mark.tensorflow
+def test_a_tf_data_pipeline_without_drop_remainder(tmp_path):
+    # A batch over an input of known length: counted from its sizes and the timing's count.
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH).prefetch(2)
+    assert [count.state for count in _counts_made(tmp_path, dataset)] == [None]  # no stage
+    _assert_exact(tmp_path)
+
+
+@pytest.mark.tensorflow
+def test_a_tf_data_pipeline_with_drop_remainder(tmp_path):
+    # Its batch dimension is fixed: counted from that size and the timing's count of batches.
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH, drop_remainder=True)
+    assert [count.state for count in _counts_made(tmp_path, dataset)] == [None]
     _assert_exact(tmp_path, epochs=[96, 96], windows=[64, 32, 64, 32])
+
+
+@pytest.mark.tensorflow
+def test_steps_per_epoch_across_passes_of_a_finite_pipeline(tmp_path):
+    # As with arrays, Keras goes on through the pipeline's 7 batches across epochs of 5 steps:
+    # 5 x 16, then 16 and the short 4 (the data ran out: Keras ends the epoch), then a new
+    # pass. Windows of 2 steps, and the epoch's last step alone.
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).shuffle(EXAMPLES).batch(BATCH)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
+        counts = _counts_made(tmp_path, dataset, steps_per_epoch=5, epochs=3, update_freq=2)
+    assert [count.state for count in counts] == [None]
+    windows = [32, 32, 16, 20, 32, 32, 16]
+    _assert_exact(tmp_path, epochs=[80, 20, 80], windows=windows)
+
+
+@pytest.mark.tensorflow
+def test_a_map_after_the_batch_is_weighed_batch_by_batch(tmp_path):
+    # The map may change a batch's size (this one keeps each batch's first 12 rows): counted by
+    # the stage that weighs each batch, 12 x 6 and the short 4 per epoch.
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).batch(BATCH)
+    dataset = dataset.map(lambda x, y: (x[:12], y[:12]))
+    assert [count.state is None for count in _counts_made(tmp_path, dataset)] == [False]
+    _assert_exact(tmp_path, epochs=[76, 76], windows=[48, 28, 48, 28])
 
 
 @pytest.mark.tensorflow

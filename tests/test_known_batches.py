@@ -1,5 +1,6 @@
 """The batches of a fit's input known before it starts: arrays, checked against the batches
-Keras's own array adapter makes, pass after pass, and a fixed batch dimension."""
+Keras's own array adapter makes, pass after pass, a fixed batch dimension, and tf.data
+pipelines that batch an input of known length, checked against the batches they yield."""
 
 from __future__ import annotations
 
@@ -62,3 +63,49 @@ def test_a_snapshot_since_a_reset_across_a_pass_reads_as_the_tally_would():
     assert snapshot.recent == (2, 4, 4, 4)
     through = [examples_through(snapshot, n) for n in range(8)]
     assert through == [None, None, None, 10, 14, 16, 20, 24]
+
+
+def _pipelines(tf):
+    """Pipelines whose batches are known, by name: ``(pipeline, examples, batch size)``."""
+    rows = tf.data.Dataset.from_tensor_slices(np.ones((10, 2), "float32"))
+    shuffled = rows.shuffle(10).map(lambda row: row * 2, num_parallel_calls=2)
+    return {
+        "batch": rows.batch(4),
+        "batch of a mapped shuffle, prefetched": shuffled.batch(4).prefetch(2),
+        "parallel batch, cached, options": rows.batch(4, num_parallel_calls=2)
+        .cache()
+        .with_options(tf.data.Options()),
+        "padded batch": rows.padded_batch(4),
+        "batch that divides": rows.batch(5).prefetch(-1),
+        "drop_remainder": rows.batch(4, drop_remainder=True),
+        "one short batch": rows.batch(16),
+    }
+
+
+def test_a_pipeline_batching_an_input_of_known_length_is_cut_as_it_yields_pass_after_pass():
+    tf = pytest.importorskip("tensorflow")
+    for name, pipeline in _pipelines(tf).items():
+        batches = KnownBatches.of_pipeline(pipeline)
+        yielded = [len(batch) for _ in range(3) for batch in pipeline]
+        assert batches is not None, name
+        assert [batches.size(index) for index in range(len(yielded))] == yielded, name
+        assert batches.examples(len(yielded)) == sum(yielded), name
+
+
+def test_a_pipeline_that_may_change_or_move_its_batches_is_weighed():
+    tf = pytest.importorskip("tensorflow")
+    rows = tf.data.Dataset.from_tensor_slices(np.ones((10, 2), "float32"))
+    views = rows.batch(4).map(lambda batch: tf.concat([batch, batch], 0))  # two views: 8, 8, 4
+    weighed = {
+        "map after the batch": views,
+        "shuffle after the batch": rows.batch(4).shuffle(3),
+        "input of unknown length": rows.filter(lambda row: True).batch(4),
+        "endless input": rows.repeat().batch(4),
+        "repeat after the batch": rows.batch(4).repeat(),
+        "take after the batch": rows.batch(4).take(2),
+        "unbatched": rows,
+        "fewer examples than a batch, dropped": rows.batch(16, drop_remainder=True),
+    }
+    for name, pipeline in weighed.items():
+        assert KnownBatches.of_pipeline(pipeline) is None, name
+    assert KnownBatches.of_pipeline(object()) is None

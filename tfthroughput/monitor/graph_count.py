@@ -22,7 +22,8 @@ in ``prefetch(0)`` (passes each element through, no thread), and where ``tf.data
 injected its prefetch after the user's pipeline, adds that same ``prefetch(AUTOTUNE)`` there,
 before the timing: the user's pipeline runs ahead exactly as without the monitor.
 
-Where the batches' sizes are known before the ``fit`` (arrays, or a fixed batch dimension:
+Where the batches' sizes are known before the ``fit`` (arrays, a fixed batch dimension, a
+``batch`` over an input of known length:
 :mod:`tfthroughput.monitor.known_batches`) and the wait is timed, no counting stage is added:
 the latency statistics count the batches the step takes, and the sizes give their examples.
 A function stage per batch costs a launch-bound ``fit`` several percent even where it does
@@ -119,7 +120,8 @@ class GraphCount:
             recent,
             timed=timed and type(strategy).__name__ == "_DefaultDistributionStrategy",
             sizes=KnownBatches.of(epoch_iterator.data_adapter)
-            or KnownBatches.fixed(first_array(dataset.element_spec).shape[0]),
+            or KnownBatches.fixed(first_array(dataset.element_spec).shape[0])
+            or KnownBatches.of_pipeline(dataset),
         )
         counted = strategy.experimental_distribute_dataset(count.counting(dataset))
         epoch_iterator._distributed_dataset = counted

@@ -7,15 +7,26 @@ iterator only starts a new pass over them once a pass is used up (at an epoch's 
 ``steps_per_epoch``, or when the steps run past the data with it): every pass is whole, so
 batch ``i`` counted from the first is short exactly where ``i % num_batches`` is the last.
 A pipeline whose batch dimension is fixed (``batch(n, drop_remainder=True)``) has every batch
-of that size. Other inputs (a ``tf.data`` pipeline with short batches, a ``PyDataset``, a
-generator) may batch as they like: they are weighed batch by batch
-(:mod:`tfthroughput.monitor.graph_count`).
+of that size. A pipeline that ends in ``batch(n)`` over an input whose length ``tf.data`` knows
+(``cardinality``), followed only by stages that pass each batch through whole (``prefetch``,
+``cache``, options), cuts each pass as arrays are cut; Keras reads such an input pass by pass
+too, starting a new one after ``cardinality`` batches. Other inputs (a ``map`` or a
+``shuffle`` after the batching, an input of unknown length, a ``PyDataset``, a generator) may
+batch as they like: they are weighed batch by batch (:mod:`tfthroughput.monitor.graph_count`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+# tf.data stages that hand on each batch whole and in order: after the batching stage, they
+# keep its sizes. A ``map`` may change a batch's size (one that concatenates two views of
+# it does), a ``shuffle`` moves the short batch: either one means weighing each batch.
+_WHOLE_BATCH_STAGES = frozenset(
+    {"_PrefetchDataset", "_OptionsDataset", "CacheDataset", "_CacheDataset"}
+)
+_BATCHING_STAGES = frozenset({"_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,37 @@ class KnownBatches:
         if not isinstance(batch_size, int) or batch_size <= 0:
             return None
         return cls(batch_size, 1, batch_size)
+
+    @classmethod
+    def of_pipeline(cls, dataset: object) -> KnownBatches | None:
+        """The batches of a ``tf.data`` pipeline that batches an input of known length
+        (``batch``, ``padded_batch``), then only prefetches, caches or sets options; ``None``
+        for any other pipeline.
+
+        Example:
+            >>> import tensorflow as tf
+            >>> examples = tf.data.Dataset.range(10).map(lambda i: i * 2)
+            >>> KnownBatches.of_pipeline(examples.batch(4).prefetch(2))
+            KnownBatches(batch_size=4, per_pass=3, last=2)
+            >>> KnownBatches.of_pipeline(examples.batch(4).map(lambda batch: batch)) is None
+            True
+        """
+        stage = dataset
+        while type(stage).__name__ in _WHOLE_BATCH_STAGES:
+            stage = getattr(stage, "_input_dataset", None)
+        if type(stage).__name__ not in _BATCHING_STAGES:
+            return None
+        try:  # tf.data's own attributes: a TensorFlow that names them otherwise weighs batches
+            batch_size, drop_remainder = int(stage._batch_size), bool(stage._drop_remainder)
+            examples = int(stage._input_dataset.cardinality())  # -1 endless, -2 unknown
+        except Exception:  # noqa: BLE001
+            return None
+        if batch_size <= 0 or examples <= 0:
+            return None
+        whole, remainder = divmod(examples, batch_size)
+        if drop_remainder or not remainder:
+            return cls(batch_size, whole, batch_size) if whole else None
+        return cls(batch_size, whole + 1, remainder)
 
     def size(self, index: int) -> int:
         """Examples in batch ``index`` (counted from the first, across passes)."""
