@@ -11,14 +11,17 @@ batch a step takes, and what ``GPUMonitor`` with it costs a launch-bound ``fit``
    timed the wait with a clock zipped in front of the pipeline and the count, both on the
    step's thread (kept in this script to compare the two in one run).
 2. Whole fits, the worst case for a per-batch cost: a two-layer MLP on batches of 16 (1,024
-   steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor`` and
-   ``GPUMonitor`` with the earlier stage; epochs 2 on timed from one epoch's start to the next
-   by a callback listed first, as a user's own timing callback would see them;
-   ``GPUMonitor(input_wait=False)`` (the count alone, free to run ahead of the step); and
-   ``GPUMonitor`` without the count (no count, no wait share), to tell the count's and the
-   timing's cost from the rest of the monitor's. The input is a ``tf.data`` pipeline, or with
-   ``--input arrays`` the arrays themselves (``fit(x, y, batch_size=16)``), whose batches the
-   monitor counts from their known sizes with no stage per batch.
+   steps an epoch) with ``steps_per_execution`` 1 and 128, bare against ``GPUMonitor``; epochs
+   2 on timed from one epoch's start to the next by a callback listed first, as a user's own
+   timing callback would see them. The input is a ``tf.data`` pipeline
+   (``from_tensor_slices``, ``batch``, ``prefetch``), or with ``--input arrays`` the arrays
+   themselves (``fit(x, y, batch_size=16)``): the monitor knows both inputs' batch sizes
+   before the fit and counts them with no stage per batch. Beside it: ``GPUMonitor`` weighing
+   each batch in the count's stage, as it must for an input whose sizes it cannot know (a
+   ``map`` after the batching, a ``PyDataset``, a generator); ``GPUMonitor(input_wait=False)``
+   (the count alone, free to run ahead of the step); and ``GPUMonitor`` without the count (no
+   count, no wait share), to tell the count's and the timing's cost from the rest of the
+   monitor's.
 
 Sides are rotated round by round; each comparison prints the median of its per-round ratios
 with the sign-test interval (``tfthroughput.tuning.engine.paired``) and the median added
@@ -83,18 +86,23 @@ def earlier_stage(self: GraphCount, dataset: tf.data.Dataset) -> tf.data.Dataset
     return graph_count._inline_map(tf.data.Dataset.zip((clock, dataset)), count).prefetch(0)
 
 
+class _SizesUnknown:
+    """Known batch sizes of no input: every batch weighed by the count's stage."""
+
+    of = fixed = of_pipeline = staticmethod(lambda source: None)
+
+
 @contextlib.contextmanager
-def with_earlier_stage(on: bool):
-    """The monitor with the earlier stage in place of the latency statistics."""
-    counting = GraphCount.counting
+def weighed(on: bool):
+    """The monitor weighing each batch, as it does for an input whose batch sizes it cannot
+    know before the fit (a ``map`` after the batching, a ``PyDataset``, a generator)."""
+    known = graph_count.KnownBatches
     if on:
-        GraphCount.counting = lambda self, dataset: (
-            earlier_stage(self, dataset) if self.timed else counting(self, dataset)
-        )
+        graph_count.KnownBatches = _SizesUnknown
     try:
         yield
     finally:
-        GraphCount.counting = counting
+        graph_count.KnownBatches = known
 
 
 @contextlib.contextmanager
@@ -148,10 +156,7 @@ def fit_side(
     if side != "bare":
         input_wait = side != "monitor, input_wait=False"
         callbacks.append(GPUMonitor(log_dir, interval=1.0, input_wait=input_wait))
-    with (
-        with_earlier_stage(side == "monitor, earlier stage"),
-        no_stage(side == "monitor, no stage"),
-    ):
+    with weighed(side == "monitor, weighed"), no_stage(side == "monitor, no stage"):
         if arrays:
             model.fit(
                 x, x[:, :1], batch_size=BATCH, epochs=epochs + 1, verbose=0, callbacks=callbacks
@@ -200,7 +205,7 @@ def main() -> None:
         sides = [
             "bare",
             "monitor",
-            "monitor, earlier stage",
+            "monitor, weighed",
             "monitor, input_wait=False",
             "monitor, no stage",
         ]
