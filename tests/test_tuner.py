@@ -685,7 +685,7 @@ def test_a_trials_fit_runs_at_most_8_frames_below_tune():
     # The search alone runs trials (a knob is a suspended generator meanwhile), so the user's
     # fit is near the top of a traceback from inside it. The loss check's passes of the input
     # (its measured variation) and the confirmation's epochs run deeper, under their own names.
-    depths: dict[str, list[int]] = {"measured_tolerance": [], "confirm_by_epochs": [], "search": []}
+    depths: dict[str, list[int]] = {"measured_tolerance": [], "_confirm": [], "search": []}
 
     class Counted(keras.Model):
         def fit(self, *args, **kwargs):
@@ -703,7 +703,7 @@ def test_a_trials_fit_runs_at_most_8_frames_below_tune():
         return model
 
     tune(build, arrays(), batch_size=16, **QUICK)
-    assert depths["search"] and depths["confirm_by_epochs"]
+    assert depths["search"] and depths["_confirm"]
     assert max(depths["search"]) <= 8, depths
     assert max(depths["measured_tolerance"], default=0) <= 10, depths
-    assert max(depths["confirm_by_epochs"]) <= 15, depths
+    assert max(depths["_confirm"]) <= 11, depths

@@ -222,39 +222,17 @@ def _is_faster(found: Comparison | TrialFailed) -> bool:
     return isinstance(found, Comparison) and found.faster
 
 
-class _Contender:
-    """A started runner that remembers the failure of its run, so a failure among several
-    runners timed together is told apart."""
-
-    def __init__(self, runner: Any) -> None:
-        self.runner, self.failure = runner, None
-        self.steps, self.examples_per_step = runner.steps, runner.examples_per_step
-
-    def run(self) -> float:
-        return self._remembering(self.runner.run)
-
-    def rewarm(self) -> None:
-        self._remembering(self.runner.rewarm)
-
-    def _remembering(self, work: Callable[[], Any]) -> Any:
-        try:
-            return work()
-        except TrialFailed as error:
-            self.failure = error
-            raise
-
-
 def _measure_together(
     start: Callable[[TuneSetup], Any], base: Any, setups: list[TuneSetup], rounds: int
 ) -> list[Comparison | TrialFailed]:
     """Each setup's comparison with the baseline, all timed in the same rounds, or its failure;
     a runner that fails is dropped and the rounds are run again without it."""
     found: dict[int, Comparison | TrialFailed] = {}
-    running: dict[int, _Contender] = {}
+    running: dict[int, Any] = {}
     try:
         for index, setup in enumerate(setups):
             try:
-                running[index] = _Contender(start(setup))
+                running[index] = start(setup)
             except TrialFailed as error:
                 found[index] = error
         while running:
@@ -263,19 +241,18 @@ def _measure_together(
                     base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds
                 )
             except TrialFailed as error:
-                failed = next((i for i, c in running.items() if c.failure), None)
+                failed = next((i for i, r in running.items() if r is error.side), None)
                 if failed is None:  # the baseline's own run failed: nothing compares
                     found.update(dict.fromkeys(running, error))
                     break
-                dropped = running.pop(failed)
-                dropped.runner.close()
-                found[failed] = dropped.failure
+                running.pop(failed).close()
+                found[failed] = error
                 continue
             found.update(zip(running, comparisons, strict=True))
             break
     finally:
-        for contender in running.values():
-            contender.runner.close()
+        for runner in running.values():
+            runner.close()
     return [found[index] for index in range(len(setups))]
 
 
@@ -336,15 +313,6 @@ class WholeRuns:
     steps = 1
 
     def __init__(self, runner: Any, examples: int, run: Callable[[], float] | None = None) -> None:
-        self._runner = runner
         self.examples_per_step = examples
-        self._run = run or runner.run
-
-    def run(self) -> float:
-        return self._run()
-
-    def rewarm(self) -> None:
-        self._runner.rewarm()
-
-    def close(self) -> None:
-        self._runner.close()
+        # The runner's own methods, not wrappers: the user's fit sits a frame nearer ``tune``.
+        self.run, self.rewarm, self.close = run or runner.run, runner.rewarm, runner.close

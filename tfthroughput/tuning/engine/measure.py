@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tfthroughput.tuning.engine.paired import FASTER, MAX_ROUNDS, MIN_GAIN, paired_ratio, settled
+from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.engine.trial_runner import TrialRunner
 
 # The least gain the search counts (a knob's line going on, inference's best setup changing):
@@ -161,32 +162,42 @@ def _timed_rounds(
 ) -> tuple[list[float], list[list[float]]]:
     """Examples/s of the baseline's runs and of each candidate's, round by round."""
     sides = [baseline, *candidates]
-    for runner in sides:  # a side that ran before another's start runs its next work slower, once
-        runner.rewarm()
-    speeds: list[list[float]] = [[] for _ in sides]
-    index = 0
-    while True:
-        if before_round is not None:
-            before_round()
-        shift = index % len(sides)
-        for position in [*range(shift, len(sides)), *range(shift)]:
-            runner = sides[position]
-            seconds = runner.run()
-            speeds[position].append(runner.steps * runner.examples_per_step / max(seconds, 1e-9))
-            if position == 0:
-                gpu.after_baseline_run()
-            else:
-                gpu.after_candidate_run()
-        index += 1
-        if index < rounds:
-            continue
-        if index >= max(cap, rounds) or (more is not None and not more(index)):
-            break
-        found = [
-            paired_ratio([s / b for s, b in zip(own, speeds[0], strict=True)]) for own in speeds[1:]
-        ]
-        if all(settled(f, cap=max(cap, rounds)) for f in found):
-            break
+    runner = baseline  # the side running: a failure names it, for callers timing several
+    try:
+        for (
+            runner
+        ) in sides:  # a side that ran before another's start runs its next work slower, once
+            runner.rewarm()
+        speeds: list[list[float]] = [[] for _ in sides]
+        index = 0
+        while True:
+            if before_round is not None:
+                before_round()
+            shift = index % len(sides)
+            for position in [*range(shift, len(sides)), *range(shift)]:
+                runner = sides[position]
+                seconds = runner.run()
+                speeds[position].append(
+                    runner.steps * runner.examples_per_step / max(seconds, 1e-9)
+                )
+                if position == 0:
+                    gpu.after_baseline_run()
+                else:
+                    gpu.after_candidate_run()
+            index += 1
+            if index < rounds:
+                continue
+            if index >= max(cap, rounds) or (more is not None and not more(index)):
+                break
+            found = [
+                paired_ratio([s / b for s, b in zip(own, speeds[0], strict=True)])
+                for own in speeds[1:]
+            ]
+            if all(settled(f, cap=max(cap, rounds)) for f in found):
+                break
+    except TrialFailed as error:
+        error.side = runner
+        raise
     return speeds[0], speeds[1:]
 
 

@@ -23,7 +23,14 @@ USER_MODEL_ERRORS = (TypeError, ValueError)
 
 
 class TrialFailed(Exception):
-    """A trial that cannot be chosen; the message is the reason shown in the table."""
+    """A trial that cannot be chosen; the message is the reason shown in the table.
+
+    Attributes:
+        side: The runner whose run failed, where several were timed together (set by
+            ``engine.measure``); ``None`` otherwise.
+    """
+
+    side: object = None
 
 
 # Where an error message starts printing values (an array, a tensor, a list of numbers): the

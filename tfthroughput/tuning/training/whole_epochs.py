@@ -13,10 +13,11 @@ past the data's end), and the work's description says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.engine.confirmation import WholeRuns
 from tfthroughput.tuning.setup import TuneSetup
 from tfthroughput.tuning.training import pipeline as rebuilding
 from tfthroughput.tuning.training.data import TrainingData
@@ -99,11 +100,12 @@ def epoch_feed(
     return {**feed, "steps_per_epoch": told}, warm
 
 
-def confirm_by_epochs(
+def epoch_work(
     workload: Any, base: TuneSetup, candidates: list[tuple[TuneSetup, str]], most: float
-) -> Confirmation:
-    """The search's pick against a rebuilt baseline by whole ``fit`` epochs of the user's data
-    (``tuning/engine/confirmation.py``), each epoch at most ``most`` examples.
+) -> tuple[Callable[[TuneSetup], WholeRuns], str]:
+    """The confirmation's piece of work by whole ``fit`` epochs of the user's data
+    (``tuning/engine/confirmation.py``), each epoch at most ``most`` examples: how a setup's
+    runner is started, and the work's description.
 
     Args:
         workload: Training's workload (``training.workload``): its data, settings, pipeline
@@ -143,6 +145,4 @@ def confirm_by_epochs(
         runner.start()
         return WholeRuns(runner, plan.examples, runner.run_second_epoch if plan.whole else None)
 
-    work = timed_plan(base.batch_size).work(bool(settings.callbacks))
-    rounds = settings.confirm_rounds
-    return confirm(start, base, candidates, rounds=rounds, clock=workload.clock, work=work)
+    return start, timed_plan(base.batch_size).work(bool(settings.callbacks))

@@ -21,6 +21,7 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
+from tfthroughput.tuning.engine.confirmation import confirm
 from tfthroughput.tuning.engine.contract import (
     Knob,
     Mode,
@@ -46,7 +47,7 @@ from tfthroughput.tuning.training import pipeline as rebuilding
 from tfthroughput.tuning.training import replay
 from tfthroughput.tuning.training.data import TrainingData
 from tfthroughput.tuning.training.fit_runner import FitRunner
-from tfthroughput.tuning.training.whole_epochs import confirm_by_epochs
+from tfthroughput.tuning.training.whole_epochs import epoch_work
 
 # Shortest timed run of the baseline: shorter runs measure the scheduler more than the steps
 # (docs/tuning.md, "Why the search is shaped so").
@@ -201,7 +202,9 @@ class TrainingWorkload(Workload):
 
     def confirm(self, view: SearchView, candidates: list, most: float) -> Any:
         """The pick against a rebuilt baseline by whole ``fit`` epochs of the user's data."""
-        return confirm_by_epochs(self, view.base, candidates, most)
+        start, work = epoch_work(self, view.base, candidates, most)
+        rounds, clock = self.settings.confirm_rounds, self.clock
+        return confirm(start, view.base, candidates, rounds=rounds, clock=clock, work=work)
 
     def examples_per_step(self, batch_size: int | None) -> int:
         if batch_size is not None:
