@@ -292,6 +292,24 @@ def test_validation_evaluate_and_predict_count_their_short_last_batch(tmp_path):
     assert _counted(run / "predict", "predict") == pytest.approx([EXAMPLES], rel=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["arrays", pytest.param("dataset", marks=pytest.mark.tensorflow)])
+def test_validation_steps_short_of_the_data_start_each_validation_afresh(tmp_path, kind):
+    # Keras starts every validation at the data's first batch: 3 batches of 16 each epoch,
+    # never the short last one (a count that went on through the data would reach it by the
+    # third epoch: 4 + 16 + 16).
+    x, y = _arrays()
+    if kind == "arrays":
+        validation = {"validation_data": (x, y), "validation_batch_size": BATCH}
+    else:
+        import tensorflow as tf
+
+        validation = {"validation_data": tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)}
+    assert (
+        _fit(tmp_path, x, y=y, batch_size=BATCH, epochs=3, validation_steps=3, **validation) == []
+    )
+    assert _counted(tmp_path / "hardware", "validation") == pytest.approx([48] * 3, rel=1e-6)
+
+
 def test_the_sinks_get_the_whole_examples_of_each_epoch(tmp_path):
     from tfthroughput.sinks import Sink
 

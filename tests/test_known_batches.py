@@ -53,16 +53,15 @@ def test_a_fixed_batch_dimension_gives_every_batch_its_size():
     assert [KnownBatches.fixed(size) for size in (None, 0, 16.0)] == [None, None, None]
 
 
-def test_a_snapshot_since_a_reset_across_a_pass_reads_as_the_tally_would():
+def test_a_snapshot_across_passes_reads_as_the_tally_would():
     batches = KnownBatches(batch_size=4, per_pass=3, last=2)  # 4, 4, 2, 4, 4, 2, ...
     sizes = [batches.size(index) for index in range(12)]
-    since, counted = 4, 11  # batches 4 to 10: 4, 2, 4, 4, 2, 4, 4
-    snapshot = Snapshot(*batches.snapshot(counted, since, recent=4))
-    assert (snapshot.batches, snapshot.examples) == (7, sum(sizes[since:counted]))
-    # Batch i since the reset at i % 4: the last four are batches 3 to 6 (4, 2, 4, 4).
-    assert snapshot.recent == (2, 4, 4, 4)
+    snapshot = Snapshot(*batches.snapshot(7, recent=4))  # batches 0 to 6: 4, 4, 2, 4, 4, 2, 4
+    assert (snapshot.batches, snapshot.examples) == (7, sum(sizes[:7]))
+    # Batch i at i % 4: the last four are batches 3 to 6 (4, 4, 2, 4), batch 4 first.
+    assert snapshot.recent == (4, 2, 4, 4)
     through = [examples_through(snapshot, n) for n in range(8)]
-    assert through == [None, None, None, 10, 14, 16, 20, 24]
+    assert through == [None, None, None, 10, 14, 18, 20, 24]
 
 
 def _pipelines(tf):

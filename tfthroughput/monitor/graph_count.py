@@ -175,8 +175,10 @@ class GraphCount:
         """The count now, one read of the variable (on the host CPU): the fields of an
         ``example_count.Snapshot``, ``(batches, examples, recent)``."""
         if self._sizes is not None:
+            # Counted from the last reset: Keras starts a new pass over the data there (a
+            # validation's or an evaluate's iterator is reset before each call).
             counted, since = self._wait.batches()
-            return self._sizes.snapshot(counted, since, self._recent)
+            return self._sizes.snapshot(counted - since, self._recent)
         values = self.state.numpy().tolist()
         slots = self._recent + 1
 

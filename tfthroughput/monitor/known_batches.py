@@ -6,6 +6,8 @@ the last one short where the examples do not divide (``partial_batch_size``), an
 iterator only starts a new pass over them once a pass is used up (at an epoch's end without
 ``steps_per_epoch``, or when the steps run past the data with it): every pass is whole, so
 batch ``i`` counted from the first is short exactly where ``i % num_batches`` is the last.
+Each ``evaluate``, and each validation inside a ``fit``, starts a pass afresh (Keras resets
+its iterator, however few ``validation_steps`` the last one took): the count starts there too.
 A pipeline whose batch dimension is fixed (``batch(n, drop_remainder=True)``) has every batch
 of that size. A pipeline that ends in ``batch(n)`` over an input whose length ``tf.data`` knows
 (``cardinality``), followed only by stages that pass each batch through whole (``prefetch``,
@@ -112,13 +114,11 @@ class KnownBatches:
             self.batch_size - self.last
         )
 
-    def snapshot(self, counted: int, since: int, recent: int) -> tuple[int, int, tuple[int, ...]]:
-        """The fields of an ``example_count.Snapshot`` for the batches ``since`` to
-        ``counted`` (counted from the first): their number, their examples, and the sizes of
-        the last ``recent`` of them, batch ``i``'s at ``i % recent``."""
-        batches = counted - since
-        sizes = recent_sizes(lambda index: self.size(since + index), batches, recent)
-        return batches, self.examples(counted) - self.examples(since), sizes
+    def snapshot(self, batches: int, recent: int) -> tuple[int, int, tuple[int, ...]]:
+        """The fields of an ``example_count.Snapshot`` for the first ``batches`` batches
+        (counted from a pass's start): their number, their examples, and the sizes of the last
+        ``recent`` of them, batch ``i``'s at ``i % recent``."""
+        return batches, self.examples(batches), recent_sizes(self.size, batches, recent)
 
 
 def recent_sizes(size_of: Callable[[int], int], batches: int, recent: int) -> tuple[int, ...]:
