@@ -310,6 +310,45 @@ def test_validation_steps_short_of_the_data_start_each_validation_afresh(tmp_pat
     assert _counted(tmp_path / "hardware", "validation") == pytest.approx([48] * 3, rel=1e-6)
 
 
+def test_steps_per_execution_past_the_data_counts_the_batches_there_were(tmp_path):
+    # Executions of 3 over 7 batches: Keras's hooks name steps 3, 6 and 9, the last execution
+    # cut short by the data after one batch (of 4). Ground truth: 100 examples, as at 1 step.
+    x, y = _arrays()
+    model = _model()
+    model.compile("sgd", "mse", steps_per_execution=3)
+    monitor = GPUMonitor(tmp_path, interval=0.05, update_freq=4, sources=fake_gpus(EpochDial()))
+    validation = {"validation_data": (x, y), "validation_batch_size": BATCH}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = {"batch_size": BATCH, "epochs": 2, "callbacks": [monitor], "verbose": 0}
+        model.fit(x, y, **fit, **validation)
+        model.evaluate(x, y, batch_size=BATCH, callbacks=[monitor], verbose=0)
+        model.predict(x, batch_size=BATCH, callbacks=[monitor], verbose=0)
+    assert [w for w in caught if issubclass(w.category, MonitoringWarning)] == []
+    run = tmp_path / "hardware"
+    assert _counted(run, "epoch") == pytest.approx(WHOLE_EPOCH, rel=1e-6)
+    assert _counted(run, "validation") == pytest.approx(WHOLE_EPOCH, rel=1e-6)
+    for call in ("evaluate", "predict"):
+        assert _counted(run / call, call) == pytest.approx([EXAMPLES], rel=1e-6), call
+        windows = _counted(run / call, f"{call}/window")
+        assert windows == pytest.approx([64, 36], rel=1e-6), call
+
+
+@pytest.mark.tensorflow
+def test_a_call_on_data_of_unknown_length_past_its_end_counts_the_batches_there_were(tmp_path):
+    # No step count for Keras to name: the call's count cuts its hooks' last step (9) to 7.
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(_arrays()).filter(lambda x, y: True)
+    model = _model()
+    model.compile("sgd", "mse", steps_per_execution=3)
+    monitor = GPUMonitor(tmp_path, interval=0.05, sources=fake_gpus(EpochDial()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Keras: the input ran out of data
+        model.evaluate(dataset.batch(BATCH), callbacks=[monitor], verbose=0)
+    assert _counted(tmp_path / "hardware" / "evaluate", "evaluate") == pytest.approx([EXAMPLES])
+
+
 def test_the_sinks_get_the_whole_examples_of_each_epoch(tmp_path):
     from tfthroughput.sinks import Sink
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tfthroughput.hardware.window_stats import WindowStats
 from tfthroughput.monitor.events import WALL_SECONDS, energy_joules, epoch_figures
-from tfthroughput.monitor.example_count import Snapshot, mean_through
+from tfthroughput.monitor.example_count import Snapshot, mean_through, settled_batches
 from tfthroughput.monitor.input_wait import PhaseWait
 
 
@@ -103,7 +103,7 @@ class OpenValidation:
         self.batches = max(self.batches, batch + 1)
 
     def end(self, stats: WindowStats, now: float) -> PhasePart:
-        batches = self.batches or None
+        batches = settled_batches(self.batches, self.count) or None
         batch_size = mean_through(self.count, batches) or self.batch_size
         seconds = now - self.start
         self.ended = PhasePart(stats, seconds, batches, batch_size, self.wait.phase(seconds))

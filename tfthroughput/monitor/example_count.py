@@ -170,6 +170,25 @@ def attach_to_fit(
     return None
 
 
+def settled_batches(hooked: int, snapshot: Callable[[], Snapshot] | None) -> int:
+    """The batches of a validation or an ``evaluate``/``predict`` call, read at its end: those
+    its batch hooks named, cut to the batches its count (``snapshot``, read from the call's
+    start) saw. With ``steps_per_execution`` above 1, Keras's last hook names the end step of
+    the last execution even where the data ran out inside it.
+
+    Example:
+        >>> settled_batches(9, lambda: Snapshot(7, 100, (16, 16, 4)))  # 3 executions of 3
+        7
+    """
+    if snapshot is None or hooked <= 0:
+        return hooked
+    try:
+        counted = snapshot()[0]
+    except Exception:  # noqa: BLE001 - a count that cannot be read leaves the hooks' figure
+        return hooked
+    return counted if 0 < counted < hooked else hooked
+
+
 def mean_through(snapshot: Callable[[], Snapshot] | None, batches: int | None) -> float | None:
     """Mean examples per batch of the first ``batches`` counted (all of a validation or of an
     ``evaluate`` call, read at its end), or ``None`` where that cannot be told."""
@@ -202,6 +221,11 @@ class StepExamples:
         self._first_step = 0
         self._mark: tuple[int, int | None] = (0, 0)  # (batch, examples through it)
         self._epoch_mark: tuple[int, int | None] = (0, 0)
+
+    def settled(self, batches: int) -> int:
+        """``batches`` named by a call's hooks, cut to those its count saw (
+        :func:`settled_batches`)."""
+        return settled_batches(batches, self._snapshot)
 
     def begin_epoch(self, first_step: int) -> None:
         self._first_step = first_step

@@ -60,7 +60,8 @@ class InferenceCalls:
             return
         self.run = None
         calls, first_batch = self.counts.get(phase, (0, 0))
-        batches = run.last_step - first_batch
+        batches = run.examples.settled(run.last_step - first_batch)
+        run.last_step = min(run.last_step, first_batch + batches)  # the last window ends there
         if batches <= 0 and params:  # no batch hook came: Keras's own count, if it has one
             batches = int(params.get("steps") or 0)
         try:

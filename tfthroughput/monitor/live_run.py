@@ -150,6 +150,8 @@ class LiveRun:
         windows = self.windows
         if windows is None:
             return
+        if self._last_batch is not None and batch > self._last_batch:
+            batch = self._last_batch  # Keras names a cut execution's end step all the same
         step = windows.first_step + batch + 1
         if step > self.last_step:  # hooks on Keras's callback thread may arrive out of order
             self.last_step = step
