@@ -31,7 +31,8 @@ class LossCheck:
     """The loss after the same examples, for the baseline and a candidate.
 
     Attributes:
-        baseline_loss: Mean training loss of the baseline's warm-up epoch.
+        baseline_loss: Mean training loss of the baseline's warm-up epoch (where ``basis`` is
+            ``"measured"``, the mean of it and of the baseline's on fresh passes of the input).
         loss: The candidate's, over the same examples.
         same_arithmetic: Whether the candidate's knobs must leave the arithmetic unchanged.
         tolerance: Relative difference allowed (``EXACT_TOLERANCE`` when
