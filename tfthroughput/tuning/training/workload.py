@@ -112,8 +112,8 @@ class TrainingWorkload(Workload):
         self.steps = self.timed_steps = settings.steps
         self.plan: rebuilding.PipelinePlan | None = None
         self.replay: dict | None = None
-        self.measured_tolerance: float | None = None  # replay.measured_tolerance, once
-        self.shuffled_tolerance: float | None = None  # the same, arrays shuffled as fit does
+        self.measured_tolerance: replay.Variation | None = None  # replay.measured_tolerance, once
+        self.shuffled_tolerance: replay.Variation | None = None  # arrays shuffled as fit does
 
     def baseline(self) -> FitRunner:
         probe = self.build_model()
