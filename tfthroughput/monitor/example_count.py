@@ -48,16 +48,23 @@ class Snapshot(NamedTuple):
 
 
 def examples_through(snapshot: Snapshot | tuple, batches: int) -> int | None:
-    """Examples in the first ``batches`` batches counted, or ``None`` when that batch is not
-    counted yet or is too far back to be told.
+    """Examples in the first ``batches`` batches counted, or ``None`` when that batch is too
+    far back to be told. Batches past the count had no examples: a count is read once the
+    step it is read at has taken its batches, so a step past it is one Keras names without
+    data (an execution cut short by the data's end, the extra step Keras takes on data of
+    unknown length).
 
     Example:
         >>> examples_through(Snapshot(3, 36, (16, 16, 4, 0)), 2)
         32
+        >>> examples_through(Snapshot(3, 36, (16, 16, 4, 0)), 4)
+        36
     """
     counted, examples, recent = snapshot
     ahead = counted - batches
-    if ahead < 0 or ahead > len(recent):
+    if ahead < 0:
+        return examples
+    if ahead > len(recent):
         return None
     return examples - sum(recent[index % len(recent)] for index in range(batches, counted))
 
@@ -232,22 +239,36 @@ class StepExamples:
         self._epoch_mark = self._mark = (self._before, self._through(self._before))
 
     def window(self, step: int, steps: int) -> float | None:
-        """Mean examples per step of the window of ``steps`` steps that ended at ``step``."""
-        end = self._before + step - self._first_step
-        start = self._known(end - steps)
+        """Mean examples per step of the window of ``steps`` steps that ended at ``step``: 0
+        for a window of steps past the count, which had no batch."""
+        first, end = (
+            self._counted(self._before + n - self._first_step) for n in (step - steps, step)
+        )
+        start = self._known(first)
         self._mark = (end, self._through(end))
+        if first == end < self._before + step - self._first_step and start is not None:
+            return 0.0
         return self._mean(start, self._mark[1], steps)
 
     def epoch(self, steps: int | None) -> float | None:
         """Mean examples per step of the epoch in progress, of ``steps`` steps; then on to the
-        next epoch."""
+        next epoch, from the batches it took."""
         if not steps:
             return self.batch_size
-        end = self._before + steps
+        end = self._counted(self._before + steps)
         start = self._epoch_mark[1] if self._epoch_mark[0] == self._before else None
         mean = self._mean(start, self._known(end), steps)
         self._before = end
         return mean
+
+    def _counted(self, batch: int) -> int:
+        """``batch`` held to the batches counted: steps past them had no batch (Keras names
+        steps without data: :func:`examples_through`)."""
+        try:
+            counted = self._snapshot()[0] if self._snapshot is not None else 0
+        except Exception:  # noqa: BLE001 - a count that cannot be read leaves the steps
+            return batch
+        return min(batch, counted) if counted > 0 else batch
 
     def _known(self, batch: int) -> int | None:
         position, examples = self._mark

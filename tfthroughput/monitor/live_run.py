@@ -83,9 +83,7 @@ class LiveRun:
         select: Callable[[WindowStats], WindowStats],
         phase: str | None = None,
     ) -> None:
-        self.writer = writer
-        self.sinks = sinks
-        self.phase = phase
+        self.writer, self.sinks, self.phase = writer, sinks, phase
         self.sampler: Sampler  # set by the monitor right after, as it calls back into this
         self.update = update
         self._statistics = statistics
@@ -335,6 +333,8 @@ class LiveRun:
         if window is None:
             return
         batch_size = self.examples.window(window.step, window.steps)  # always: it moves on
+        if batch_size == 0.0:
+            return  # steps Keras named past the data's end: no batch, nothing to show
         self.recent = (*self.recent[-(RECENT_WINDOWS - 1) :], window.without_samples())
         self.window_count = window.index + 1
         if self.update.per_epoch and not always:
