@@ -23,6 +23,7 @@ TUNE_TEST_FILES = (
     "test_tune_inference.py",
     "test_tune_measure.py",
     "test_tune_predict_runner.py",
+    "test_tune_replay.py",
     "test_tune_result.py",
     "test_tune_search.py",
     "test_tune_setup.py",
