@@ -241,13 +241,12 @@ class StepExamples:
     def window(self, step: int, steps: int) -> float | None:
         """Mean examples per step of the window of ``steps`` steps that ended at ``step``: 0
         for a window of steps past the count, which had no batch."""
-        first, end = (
-            self._counted(self._before + n - self._first_step) for n in (step - steps, step)
-        )
+        last = self._before + step - self._first_step
+        first, end = self._counted(last - steps), self._counted(last)
         start = self._known(first)
         self._mark = (end, self._through(end))
-        if first == end < self._before + step - self._first_step and start is not None:
-            return 0.0
+        if first == end < last and start is not None:
+            return 0.0  # every step of it past the count
         return self._mean(start, self._mark[1], steps)
 
     def epoch(self, steps: int | None) -> float | None:

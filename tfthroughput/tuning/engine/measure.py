@@ -164,9 +164,8 @@ def _timed_rounds(
     sides = [baseline, *candidates]
     runner = baseline  # the side running: a failure names it, for callers timing several
     try:
-        for (
-            runner
-        ) in sides:  # a side that ran before another's start runs its next work slower, once
+        # A side that ran before another's start runs its next work slower, once.
+        for runner in sides:
             runner.rewarm()
         speeds: list[list[float]] = [[] for _ in sides]
         index = 0
