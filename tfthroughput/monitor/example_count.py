@@ -236,15 +236,16 @@ class StepExamples:
 
     def begin_epoch(self, first_step: int) -> None:
         self._first_step = first_step
-        self._epoch_mark = self._mark = (self._before, self._through(self._before))
+        self._epoch_mark = self._mark = (self._before, _through(self._read(), self._before))
 
     def window(self, step: int, steps: int) -> float | None:
         """Mean examples per step of the window of ``steps`` steps that ended at ``step``: 0
         for a window of steps past the count, which had no batch."""
+        snapshot = self._read()  # once: every figure of the window from the same count
         last = self._before + step - self._first_step
-        first, end = self._counted(last - steps), self._counted(last)
-        start = self._known(first)
-        self._mark = (end, self._through(end))
+        first, end = _within(snapshot, last - steps), _within(snapshot, last)
+        start = self._known(first, snapshot)
+        self._mark = (end, _through(snapshot, end))
         if first == end < last and start is not None:
             return 0.0  # every step of it past the count
         return self._mean(start, self._mark[1], steps)
@@ -254,34 +255,36 @@ class StepExamples:
         next epoch, from the batches it took."""
         if not steps:
             return self.batch_size
-        end = self._counted(self._before + steps)
+        snapshot = self._read()
+        end = _within(snapshot, self._before + steps)
         start = self._epoch_mark[1] if self._epoch_mark[0] == self._before else None
-        mean = self._mean(start, self._known(end), steps)
+        mean = self._mean(start, self._known(end, snapshot), steps)
         self._before = end
         return mean
 
-    def _counted(self, batch: int) -> int:
-        """``batch`` held to the batches counted: steps past them had no batch (Keras names
-        steps without data: :func:`examples_through`)."""
+    def _read(self) -> Snapshot | tuple | None:
+        """The count now, or ``None`` where none is kept or it cannot be read."""
         try:
-            counted = self._snapshot()[0] if self._snapshot is not None else 0
-        except Exception:  # noqa: BLE001 - a count that cannot be read leaves the steps
-            return batch
-        return min(batch, counted) if counted > 0 else batch
+            return self._snapshot() if self._snapshot is not None else None
+        except Exception:  # noqa: BLE001 - a count that cannot be read leaves the figures out
+            return None
 
-    def _known(self, batch: int) -> int | None:
+    def _known(self, batch: int, snapshot: Snapshot | tuple | None) -> int | None:
         position, examples = self._mark
-        return examples if position == batch else self._through(batch)
-
-    def _through(self, batch: int) -> int | None:
-        if self._snapshot is None:
-            return None
-        try:
-            return examples_through(self._snapshot(), batch)
-        except Exception:  # noqa: BLE001 - a count that cannot be read leaves the figure out
-            return None
+        return examples if position == batch else _through(snapshot, batch)
 
     def _mean(self, start: int | None, end: int | None, steps: int) -> float | None:
         if start is None or end is None or steps <= 0 or end <= start:
             return self.batch_size
         return (end - start) / steps
+
+
+def _within(snapshot: Snapshot | tuple | None, batch: int) -> int:
+    """``batch`` held to the batches counted: steps past them had no batch (Keras names steps
+    without data: :func:`examples_through`)."""
+    counted = snapshot[0] if snapshot is not None else 0
+    return min(batch, counted) if counted > 0 else batch
+
+
+def _through(snapshot: Snapshot | tuple | None, batch: int) -> int | None:
+    return examples_through(snapshot, batch) if snapshot is not None else None
