@@ -60,22 +60,57 @@ def test_the_recent_sizes_wrap_around_and_a_read_between_the_counts_two_writes_i
     assert count.snapshot() == snapshot
 
 
-def test_the_counts_function_runs_outside_the_waits_stats_aggregator():
-    # Under the aggregator, tf.data times every map function into it, at every batch, on the
-    # step's thread: the count sits above it, so the aggregator holds the wait's histogram (and
-    # the statistics of the stages under it) and nothing of the count's.
-    from tensorflow.core.framework import summary_pb2
-    from tensorflow.python.ops import gen_experimental_dataset_ops as stats_ops
-
+@pytest.mark.parametrize("own_prefetch", [False, True])
+def test_the_count_runs_ahead_on_the_prefetchs_thread_and_a_read_says_what_the_step_took(
+    own_prefetch,
+):
+    # A function touching a variable costs the step's thread tens of microseconds a batch: it
+    # runs under the pipeline's last prefetch (or the one tf.data would inject), whose thread
+    # counts batches the step has not taken yet; a read takes them back.
+    batches = tf.data.Dataset.from_tensor_slices(ROWS).batch(4)  # 4, 4 and a last batch of 2
+    if own_prefetch:
+        batches = batches.prefetch(2)
     count = GraphCount(recent=4)
-    for _ in count.counting(tf.data.Dataset.from_tensor_slices(ROWS).batch(4)):
-        pass
-    summary = summary_pb2.Summary.FromString(
-        stats_ops.stats_aggregator_summary(count._wait._aggregator).numpy()
-    )
-    histograms = {value.tag: value.histo.num for value in summary.value if value.HasField("histo")}
-    assert histograms["tfthroughput_wait"] == 3
-    assert [tag for tag in histograms if "count" in tag] == []
+    counted = count.counting(batches)
+    stages = _stages(counted)
+    assert [type(stage).__name__ for stage in stages][:5] == [
+        "_PrefetchDataset",  # prefetch(0): no thread, nothing injected after the timing
+        "_Aggregated",
+        "_Latency",
+        "_PrefetchDataset",
+        "_MapDataset",
+    ]
+    assert int(stages[3]._buffer_size) == (2 if own_prefetch else tf.data.AUTOTUNE)
+    assert [type(stage).__name__ for stage in stages].count("_PrefetchDataset") == 2
+    iterator = iter(counted)
+    assert len(next(iterator)) == 4
+    deadline = time.monotonic() + 60
+    while count.state.numpy()[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert count.state.numpy()[0] >= 2  # the prefetch's thread counted the next batch
+    assert count.snapshot() == (1, 4, (4, 0, 0, 0))
+    assert [len(batch) for batch in iterator] == [4, 2]
+    assert count.snapshot() == (3, 10, (4, 4, 2, 0))
+
+
+def test_without_a_prefetch_the_count_runs_as_the_step_takes_each_batch():
+    options = tf.data.Options()
+    options.autotune.enabled = False  # no prefetch injected
+    batches = tf.data.Dataset.from_tensor_slices(ROWS).batch(4).with_options(options)
+    count = GraphCount(recent=4)
+    iterator = iter(count.counting(batches))
+    next(iterator)
+    assert count.snapshot() == (1, 4, (4, 0, 0, 0)) and count.state.numpy()[0] == 1
+    assert [len(batch) for batch in iterator] == [4, 2]
+    assert count.snapshot()[:2] == (3, 10)
+
+
+def _stages(dataset):
+    """The pipeline's stages from the last one down, options aside."""
+    stages = [dataset]
+    while stages[-1]._inputs():
+        stages.append(stages[-1]._inputs()[0])
+    return [stage for stage in stages if type(stage).__name__ != "_OptionsDataset"]
 
 
 def test_batches_of_known_sizes_are_counted_by_the_timing_alone():

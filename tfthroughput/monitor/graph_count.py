@@ -14,13 +14,23 @@ The same pipeline times how long the step waited for each batch (where the step 
 itself: not under a ``tf.distribute`` strategy, whose distributed dataset prefetches onto its
 devices on threads of its own): :mod:`tfthroughput.monitor.pipeline_wait` times each
 ``GetNext`` the step's own ``get_next`` makes of the user's pipeline, with ``tf.data``'s
-latency statistics, so no function runs on the step's thread for it; the count runs after it,
-on the step's thread, as the step takes each batch. ``tf.data``'s ``inject_prefetch`` (on by
-default) adds a ``prefetch(AUTOTUNE)`` after a pipeline whose last stage is not one, which
-would run the count and the timing ahead on a thread of its own: so the counted pipeline ends
-in ``prefetch(0)`` (passes each element through, no thread), and where ``tf.data`` would have
-injected its prefetch after the user's pipeline, adds that same ``prefetch(AUTOTUNE)`` there,
-before the timing: the user's pipeline runs ahead exactly as without the monitor.
+latency statistics, so no function runs on the step's thread for it. ``tf.data``'s
+``inject_prefetch`` (on by default) adds a ``prefetch(AUTOTUNE)`` after a pipeline whose last
+stage is not one, which would run the stages after it ahead on a thread of its own: so the
+counted pipeline ends in ``prefetch(0)`` (passes each element through, no thread), and the
+timing sits after the user's last prefetch, or after the one ``tf.data`` would have injected,
+added there: the user's pipeline runs ahead exactly as without the monitor.
+
+The count's function goes under that prefetch, on its thread: a function that touches a
+variable costs the step's thread 30 to 70 microseconds a batch inside a training step, against
+a few in a bare loop (``docs/benchmarks.md``), and none ahead. It then counts batches the step
+has not taken yet; :meth:`GraphCount.snapshot` gives the count as of the batches the step has
+taken (the timing's own count), taking back the sizes of those run ahead, so every read says
+what the step trained, as a count on the step's thread would. The ring keeps room for
+:data:`AHEAD` batches run ahead, the most ``tf.data``'s prefetch autotuner doubles its buffer
+to; past it the read is the count ahead, and the batches a window needs may be too far back to
+tell. Where no prefetch runs (autotuning or ``inject_prefetch`` off, no prefetch at the end),
+the count runs on the step's thread after the timing.
 
 Where the batches' sizes are known before the ``fit`` (arrays, a fixed batch dimension, a
 ``batch`` over an input of known length:
@@ -34,11 +44,11 @@ TensorFlow's inter-op thread pool as a plain ``Dataset.map`` runs it: the hand-o
 pool and back would cost more than the function.
 
 The counter is one ``int64`` vector on the host, ``[batches, examples, size of batch i at
-2 + i % (n + 1)]``, updated in place by two scatters per batch, cheaper on the step's thread
-than a read and a rewrite of the whole vector: the batch's size into its slot first, then the
-totals. A read between the two sees a size written for a batch the totals do not hold
-yet, in the slot of the batch ``n + 1`` back, one more than a snapshot keeps: every read is a
-consistent count (an ``example_count.Snapshot``'s fields). Imported only where TensorFlow
+2 + i % slots]``, updated in place by two scatters per batch, cheaper than a read and a
+rewrite of the whole vector: the batch's size into its slot first, then the totals. A read
+between the two sees a size written for a batch the totals do not hold yet, in the slot of the
+batch ``slots`` back, one more than a read uses: every read is a consistent count (an
+``example_count.Snapshot``'s fields). Imported only where TensorFlow
 is.
 """
 
@@ -80,8 +90,10 @@ class GraphCount:
             except Exception as error:  # noqa: BLE001 - a TensorFlow without the stats ops
                 self.untimed_reason = f"this TensorFlow cannot time it ({type(error).__name__})"
         self._sizes = sizes if self._wait is not None else None
-        # One slot more than a snapshot keeps: the one being written (see the module docstring).
-        self.state = None if self._sizes is not None else _host_variable(_SIZES + recent + 1)
+        # Room for the batches run ahead of the step where the timing tells how many it took,
+        # and one slot more than a read uses: the one being written (see the module docstring).
+        self._slots = recent + (AHEAD if self._wait is not None else 0) + 1
+        self.state = None if self._sizes is not None else _host_variable(_SIZES + self._slots)
 
     @property
     def timed(self) -> bool:
@@ -133,7 +145,7 @@ class GraphCount:
         elements unchanged."""
         if self._sizes is not None:  # the timing counts the batches: nothing to weigh
             return self._timed(dataset).prefetch(0)
-        handle, slots = self.state.handle, self._recent + 1
+        handle, slots = self.state.handle, self._slots
         single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
         @tf.autograph.experimental.do_not_convert  # plain graph code: no conversion to pay
@@ -153,9 +165,11 @@ class GraphCount:
 
         if self._wait is None:  # tf.data injects its prefetch after the count: it runs ahead
             return _inline_map(dataset, count)
-        # The count on the step's thread as it takes each batch (never ahead, which would pull
-        # batches early across an epoch's end), after the timing and above the aggregator: a
-        # map under it would also time its function into the aggregator at every batch.
+        ahead = _under_last_prefetch(dataset, count)
+        if ahead is not None:  # run by the prefetch's thread; the timing after the prefetch
+            return self._timed(ahead).prefetch(0)
+        # No prefetch to run it: on the step's thread as it takes each batch, above the
+        # aggregator, which would also time the function into it at every batch.
         return _inline_map(self._timed(dataset), count).prefetch(0)
 
     def _timed(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -179,13 +193,20 @@ class GraphCount:
             # validation's or an evaluate's iterator is reset before each call).
             counted, since = self._wait.batches()
             return self._sizes.snapshot(counted - since, self._recent)
+        # The batches taken first: the count, read after, has counted each of them already.
+        taken = self._wait.batches() if self._wait is not None else None
         values = self.state.numpy().tolist()
-        slots = self._recent + 1
+        slots = self._slots
 
         def size_of(index: int) -> int:
             return values[_SIZES + index % slots]
 
-        return values[0], values[1], recent_sizes(size_of, values[0], self._recent)
+        counted, examples = values[0], values[1]
+        if taken is not None and 0 <= counted - (taken[0] - taken[1]) <= AHEAD:
+            # The batches run ahead of the step taken back: the count as of what it trained.
+            start, counted = counted, taken[0] - taken[1]
+            examples -= sum(size_of(index) for index in range(counted, start))
+        return counted, examples, recent_sizes(size_of, counted, self._recent)
 
     def waited(self) -> float | None:
         """Seconds the step has waited for its batches so far, one read of the stats
@@ -198,6 +219,10 @@ class GraphCount:
 
 # Where the sizes of the recent batches begin in the counter: after batches and examples.
 _SIZES = 2
+# Batches the count may run ahead of the step and still be taken back: the buffer size up to
+# which tf.data's prefetch autotuner doubles (past it, it grows 2,048 at a time, within its
+# RAM budget). 16 KiB of counter.
+AHEAD = 2048
 # The attribute of an epoch iterator holding its count and the counted pipeline it was given.
 _COUNTED = "_tfthroughput_count"
 
@@ -216,6 +241,28 @@ def _inline_map(dataset: tf.data.Dataset, function) -> tf.data.Dataset:
         return _MapDataset(dataset, function, use_inter_op_parallelism=False)
     except (ImportError, TypeError):
         return dataset.map(function)
+
+
+def _under_last_prefetch(dataset: tf.data.Dataset, function) -> tf.data.Dataset | None:
+    """``dataset`` with ``function`` mapped inline under the prefetch that ends it, or under
+    the one ``tf.data`` would inject after it, added: run by that prefetch's thread, ahead of
+    the step, and the user's pipeline prefetching as before. ``None`` where no prefetch would
+    run after it, or this TensorFlow names the stage's fields otherwise."""
+    if _gets_prefetch_injected(dataset):
+        return _inline_map(dataset, function).prefetch(tf.data.AUTOTUNE)
+    last = dataset
+    while type(last).__name__ == "_OptionsDataset":
+        last = last._input_dataset
+    if type(last).__name__ != "_PrefetchDataset":
+        return None
+    try:
+        buffer, source = tf.get_static_value(last._buffer_size), last._input_dataset
+    except AttributeError:
+        return None
+    if buffer is None:
+        return None
+    # Options set above the prefetch are in the pipeline's merged options: set again above it.
+    return _inline_map(source, function).prefetch(int(buffer)).with_options(dataset.options())
 
 
 def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
