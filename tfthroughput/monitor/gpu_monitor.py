@@ -123,8 +123,9 @@ class GPUMonitor(MonitorLifecycle):
             inference calls use the batch read from their own data, else this.
         input_wait: Measure ``input/wait_percent``, the share of each phase spent waiting for
             the next batch. Under TensorFlow that takes two clock reads and a histogram update
-            per batch on the step's thread, with the count beside it: felt by steps of well
-            under a millisecond (a launch-bound fit, ``docs/see.md``). ``False`` leaves it
+            per batch on the step's thread, and a weighed batch's count beside it on the
+            input's prefetch thread: felt by steps of well under a millisecond (a
+            launch-bound fit, ``docs/see.md``). ``False`` leaves it
             out; the examples are still counted (under TensorFlow by a stage free to run
             ahead of the step). Defaults to True.
         update_logs: Also put each metric's epoch mean into ``logs`` as ``<source>_<metric>``
