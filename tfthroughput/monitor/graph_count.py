@@ -144,7 +144,7 @@ class GraphCount:
         """``dataset`` with the counting stage (and the wait's timing) at its end; its
         elements unchanged."""
         if self._sizes is not None:  # the timing counts the batches: nothing to weigh
-            return self._timed(dataset).prefetch(0)
+            return self._timed(dataset, end=True)
         handle, slots = self.state.handle, self._slots
         single = type(dataset.element_spec) is not tuple  # as tf.data unpacks: tuples only
 
@@ -167,15 +167,16 @@ class GraphCount:
             return _inline_map(dataset, count)
         ahead = _under_last_prefetch(dataset, count)
         if ahead is not None:  # run by the prefetch's thread; the timing after the prefetch
-            return self._timed(ahead).prefetch(0)
+            return self._timed(ahead, end=True)
         # No prefetch to run it: on the step's thread as it takes each batch, above the
         # aggregator, which would also time the function into it at every batch.
         return _inline_map(self._timed(dataset), count).prefetch(0)
 
-    def _timed(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    def _timed(self, dataset: tf.data.Dataset, end: bool = False) -> tf.data.Dataset:
         """``dataset`` with each ``GetNext`` of it timed, under this count's stats aggregator,
-        after the prefetch tf.data would have injected (see the module docstring)."""
-        return self._wait.aggregated(self._wait.latency(_prefetched(dataset)))
+        after the prefetch tf.data would have injected (see the module docstring); with
+        ``end``, ending in ``prefetch(0)``."""
+        return self._wait.timed(dataset, prefetch=_gets_prefetch_injected(dataset), end=end)
 
     def reset(self) -> None:
         """Back to no batch counted and no time waited (one assignment on the host, one read
@@ -263,13 +264,6 @@ def _under_last_prefetch(dataset: tf.data.Dataset, function) -> tf.data.Dataset 
         return None
     # Options set above the prefetch are in the pipeline's merged options: set again above it.
     return _inline_map(source, function).prefetch(int(buffer)).with_options(dataset.options())
-
-
-def _prefetched(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """``dataset`` with the ``prefetch(AUTOTUNE)`` tf.data would inject after its last stage,
-    where it would: the stages added after it end in ``prefetch(0)``, which stops the
-    injection, and the user's pipeline runs ahead as without them."""
-    return dataset.prefetch(tf.data.AUTOTUNE) if _gets_prefetch_injected(dataset) else dataset
 
 
 def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
