@@ -93,6 +93,27 @@ def test_the_count_runs_ahead_on_the_prefetchs_thread_and_a_read_says_what_the_s
     assert count.snapshot() == (3, 10, (4, 4, 2, 0))
 
 
+def test_options_set_above_the_pipelines_prefetch_stay_with_the_counted_pipeline():
+    # The count goes under the pipeline's own prefetch, which is rebuilt; options set after
+    # it (here: no determinism, no autotuning) hold for the whole counted pipeline.
+    options = tf.data.Options()
+    options.deterministic = False
+    options.autotune.enabled = False
+    batches = tf.data.Dataset.from_tensor_slices(ROWS).batch(4).map(lambda rows: rows * 2)
+    batches = batches.prefetch(2).with_options(options)
+    count = GraphCount(recent=4)
+    counted = count.counting(batches)
+    assert counted.options().deterministic is False
+    assert counted.options().autotune.enabled is False
+    assert [type(stage).__name__ for stage in _stages(counted)][:3] == [
+        "_Timed",
+        "_PrefetchDataset",
+        "_MapDataset",
+    ]
+    assert [len(batch) for batch in counted] == [4, 4, 2]
+    assert count.snapshot()[:2] == (3, 10)
+
+
 def test_without_a_prefetch_the_count_runs_as_the_step_takes_each_batch():
     options = tf.data.Options()
     options.autotune.enabled = False  # no prefetch injected
