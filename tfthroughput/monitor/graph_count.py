@@ -21,12 +21,13 @@ counted pipeline ends in ``prefetch(0)`` (passes each element through, no thread
 timing sits after the user's last prefetch, or after the one ``tf.data`` would have injected,
 added there: the user's pipeline runs ahead exactly as without the monitor.
 
-The count's function goes under that prefetch, on its thread: a function that touches a
-variable costs the step's thread 30 to 70 microseconds a batch inside a training step, against
-a few in a bare loop (``docs/benchmarks.md``), and none ahead. It then counts batches the step
-has not taken yet; :meth:`GraphCount.snapshot` gives the count as of the batches the step has
-taken (the timing's own count), taking back the sizes of those run ahead, so every read says
-what the step trained, as a count on the step's thread would. The ring keeps room for
+The count's function goes under that prefetch, on its thread: run on the step's thread, a
+function stage costs each training step far more than the same function in a bare loop of
+batches (``docs/benchmarks.md``, ``input_wait_cost.py``); ahead, only its CPU time is left,
+on another thread. It then counts batches the step has not taken yet;
+:meth:`GraphCount.snapshot` gives the count as of the batches the step has taken (the
+timing's own count), taking back the sizes of those run ahead, so every read says what the
+step trained, as a count on the step's thread would. The ring keeps room for
 :data:`AHEAD` batches run ahead, the most ``tf.data``'s prefetch autotuner doubles its buffer
 to; past it the read is the count ahead, and the batches a window needs may be too far back to
 tell. Where no prefetch runs (autotuning or ``inject_prefetch`` off, no prefetch at the end),

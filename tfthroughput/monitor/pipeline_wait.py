@@ -52,8 +52,8 @@ class PipelineWait:
         ``dataset``; with ``end``, ending in a ``prefetch(0)`` (one that passes each element
         through, on the same thread, and stops ``tf.data`` injecting one of its own).
 
-        The stages are one Python dataset: each ``tf.data`` stage made in Python costs about
-        half a millisecond, paid again by every ``evaluate`` and ``predict`` call."""
+        The stages are one Python dataset: each ``tf.data`` stage made in Python adds to the
+        set-up of every ``evaluate`` and ``predict`` call (``docs/benchmarks.md``)."""
         return _Timed(dataset, self, prefetch, end)
 
     def seconds(self) -> float:
@@ -91,6 +91,8 @@ def _destroy(aggregator: tf.Tensor) -> None:
 
 
 class _Timed(dataset_ops.UnaryUnchangedStructureDataset):
+    """The stages of :meth:`PipelineWait.timed`, made as raw ops under one dataset."""
+
     def __init__(
         self, dataset: tf.data.Dataset, timer: PipelineWait, prefetch: bool, end: bool
     ) -> None:
