@@ -27,19 +27,25 @@ XLA = BASE.with_(jit_compile=True)
 
 
 class Fake:
-    """Seconds per run of each setup, in turn; the runs each started runner made."""
+    """Seconds per run of each setup, in turn; the setups whose runners were made (in
+    ``started``) and how many runners were closed."""
 
     def __init__(self, seconds, fail=()):
         self._seconds, self._fail = seconds, set(fail)
         self.started, self.closed = [], 0
 
-    def start(self, setup):
+    def runner_for(self, setup):
+        """The setup's runner, not yet started: ``confirm`` starts it, which raises for the
+        setups that fail."""
         self.started.append(setup)
-        if setup in self._fail:
-            raise TrialFailed("out of memory")
-        runs = list(self._seconds[setup])
+        failing = setup in self._fail
+        runs = list(self._seconds.get(setup, [1.0]))
 
         class Runner:
+            def start(_):
+                if failing:
+                    raise TrialFailed("out of memory")
+
             def rewarm(_):
                 pass
 
@@ -89,7 +95,7 @@ def test_a_second_rival_covers_the_input_pipeline_where_the_next_best_does_not()
     assert [setup for setup, _ in timed] == [pick, SPE8, rebuilt]
 
     fake = Fake({BASE: [1.0], pick: [0.5], SPE8: [0.45], rebuilt: [0.2]})
-    found = confirm(fake.start, BASE, timed, rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, timed, rounds=5, clock=lambda: 0.0, work="w")
     assert found.setup == rebuilt and found.ratio == 5.0
     assert "; the best with the pipeline rebuilt, " in found.outcome
 
@@ -130,14 +136,14 @@ def test_the_next_best_replaces_a_faster_pick_only_where_it_beats_it_round_by_ro
 ):
     fake = Fake({BASE: [1.0], SPE8: [0.25, 0.33, 0.25, 0.33, 0.25], SPE4: next_best_seconds})
     found = confirm(
-        fake.start, BASE, [(SPE8, "8"), (SPE4, "4")], rounds=5, clock=lambda: 0.0, work="w"
+        fake.runner_for, BASE, [(SPE8, "8"), (SPE4, "4")], rounds=5, clock=lambda: 0.0, work="w"
     )
     assert found.pick == SPE8 and found.setup == chosen
 
 
 def test_the_pick_confirmed_gives_its_figure_and_no_outcome_line():
     fake = Fake({BASE: [1.0], SPE8: [0.25]})
-    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
 
     assert (found.setup, found.pick, found.ratio, found.rounds_won) == (SPE8, SPE8, 4.0, 5)
     assert found.outcome == "" and found.work == "w"
@@ -148,7 +154,7 @@ def test_a_pick_not_faster_falls_back_once_then_the_baseline_is_kept():
     # The pick ties the baseline; the next-best fails; a third is never tried (one fallback).
     fake = Fake({BASE: [1.0], SPE8: [1.0], SPE4: [0.5], XLA: [0.1]}, fail={SPE4})
     candidates = [(SPE8, "spe=8"), (SPE4, "spe=4"), (XLA, "xla")]
-    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
 
     assert found.setup == BASE and found.pick == SPE8 and found.ratio == 1.0
     assert found.ratio_low is None
@@ -163,7 +169,7 @@ def test_a_pick_not_faster_falls_back_once_then_the_baseline_is_kept():
 
 def test_a_baseline_that_fails_by_the_users_work_keeps_the_baseline_and_says_why():
     fake = Fake({SPE8: [0.1]}, fail={BASE})
-    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
 
     assert found.setup == BASE
     assert (
@@ -175,7 +181,7 @@ def test_a_baseline_that_fails_by_the_users_work_keeps_the_baseline_and_says_why
 def test_a_scattering_pick_is_not_confirmed_on_a_steady_baseline():
     # A 1.11x median, but its own runs scatter round after round: 2 rounds in 5 lost.
     fake = Fake({BASE: [1.0], SPE8: [0.8, 1.1, 0.9, 0.7, 1.05] * 2})
-    found = confirm(fake.start, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, [(SPE8, "spe=8")], rounds=5, clock=lambda: 0.0, work="w")
 
     assert found.setup == BASE and "1.11x [0.91-1.43]" in found.outcome
     # Rounds were added up to twice those asked, and it still straddles: said so.
@@ -228,7 +234,7 @@ def test_the_next_best_is_chosen_when_the_users_work_finds_it_faster_than_the_pi
     # The pick (spe=8) gains 1.5x by whole runs; the next-best (spe=4) 2x in the same rounds.
     fake = Fake({BASE: [1.0], SPE8: [1 / 1.5], SPE4: [0.5]})
     candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
-    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
 
     assert (found.setup, found.pick, found.label, found.ratio) == (SPE4, SPE8, "spe=4", 2.0)
     assert found.outcome == (
@@ -242,7 +248,7 @@ def test_the_next_best_is_chosen_when_the_users_work_finds_it_faster_than_the_pi
 def test_the_pick_stays_when_it_beats_the_next_best_and_says_nothing():
     fake = Fake({BASE: [1.0], SPE8: [0.25], SPE4: [0.5]})
     candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
-    found = confirm(fake.start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(fake.runner_for, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
 
     assert (found.setup, found.ratio, found.outcome) == (SPE8, 4.0, "")
 
@@ -251,11 +257,14 @@ def test_a_contender_failing_in_its_rounds_is_dropped_and_the_other_still_judged
     fake = Fake({BASE: [1.0], SPE4: [0.5]})
     failing = iter([0.25, 0.25])
 
-    def start(setup):
+    def runner_for(setup):
         if setup != SPE8:
-            return fake.start(setup)
+            return fake.runner_for(setup)
 
         class Runner:  # two good runs, then out of memory
+            def start(_):
+                pass
+
             def rewarm(_):
                 pass
 
@@ -271,7 +280,7 @@ def test_a_contender_failing_in_its_rounds_is_dropped_and_the_other_still_judged
         return WholeRuns(Runner(), examples=100)
 
     candidates = [(SPE8, "spe=8"), (SPE4, "spe=4")]
-    found = confirm(start, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
+    found = confirm(runner_for, BASE, candidates, rounds=5, clock=lambda: 0.0, work="w")
 
     assert (found.setup, found.ratio) == (SPE4, 2.0)
     assert "the search's pick, spe=8, failed (out of memory)" in found.outcome

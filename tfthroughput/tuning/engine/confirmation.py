@@ -140,7 +140,7 @@ def contenders(candidates: Sequence[tuple[TuneSetup, str]], baseline: TuneSetup)
 
 
 def confirm(
-    start: Callable[[TuneSetup], Any],
+    runner_for: Callable[[TuneSetup], Any],
     baseline: TuneSetup,
     candidates: Sequence[tuple[TuneSetup, str]],
     *,
@@ -154,9 +154,11 @@ def confirm(
     kept so far).
 
     Args:
-        start: Builds, warms up and returns a runner for a setup (``run()`` seconds of one
-            piece of work, ``steps * examples_per_step`` examples in it, ``close()``); raises
-            :class:`~tfthroughput.tuning.engine.trial_model.TrialFailed`.
+        runner_for: A setup's runner, not yet started (a :class:`WholeRuns`): ``start()``
+            builds and warms it up, then ``run()`` times one piece of work (``steps *
+            examples_per_step`` examples), ``close()``; either of the first two may raise
+            :class:`~tfthroughput.tuning.engine.trial_model.TrialFailed`. Each runner is
+            started here, not inside ``runner_for``: a frame fewer above the user's ``fit``.
         baseline: The setup as given.
         candidates: ``(setup, label)`` pairs, best first (:func:`picks`).
         rounds: Rounds, each timing every side once, in rotated order.
@@ -168,15 +170,29 @@ def confirm(
     kept = {"pick": pick, "setup": baseline, "label": "the baseline", "work": work}
     kept["rounds"] = rounds
     try:
-        base = start(baseline)
+        base = runner_for(baseline)
+        base.start()
     except TrialFailed as error:
         why = f"confirmation: the baseline failed by {work} ({error}): the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=why)
     timed = contenders(candidates, baseline)
+    measured: dict[int, Comparison | TrialFailed] = {}
+    running: dict[int, Any] = {}
     try:
-        found = _measure_together(start, base, [setup for setup, _ in timed], rounds)
+        for index, (setup, _) in enumerate(timed):
+            try:
+                runner = runner_for(setup)
+                runner.start()
+            except TrialFailed as error:
+                measured[index] = error
+                continue
+            running[index] = runner
+        _measure_together(base, running, measured, rounds)
     finally:
+        for runner in running.values():
+            runner.close()
         base.close()
+    found = [measured[index] for index in range(len(timed))]
     run = [result.rounds for result in found if isinstance(result, Comparison)]
     kept["rounds"] = rounds = max(run, default=rounds)
     faster = [index for index, result in enumerate(found) if _is_faster(result)]
@@ -223,37 +239,29 @@ def _is_faster(found: Comparison | TrialFailed) -> bool:
 
 
 def _measure_together(
-    start: Callable[[TuneSetup], Any], base: Any, setups: list[TuneSetup], rounds: int
-) -> list[Comparison | TrialFailed]:
-    """Each setup's comparison with the baseline, all timed in the same rounds, or its failure;
-    a runner that fails is dropped and the rounds are run again without it."""
-    found: dict[int, Comparison | TrialFailed] = {}
-    running: dict[int, Any] = {}
-    try:
-        for index, setup in enumerate(setups):
-            try:
-                running[index] = start(setup)
-            except TrialFailed as error:
-                found[index] = error
-        while running:
-            try:
-                comparisons = compare_together(
-                    base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds
-                )
-            except TrialFailed as error:
-                failed = next((i for i, r in running.items() if r is error.side), None)
-                if failed is None:  # the baseline's own run failed: nothing compares
-                    found.update(dict.fromkeys(running, error))
-                    break
-                running.pop(failed).close()
-                found[failed] = error
-                continue
-            found.update(zip(running, comparisons, strict=True))
-            break
-    finally:
-        for runner in running.values():
-            runner.close()
-    return [found[index] for index in range(len(setups))]
+    base: Any,
+    running: dict[int, Any],
+    found: dict[int, Comparison | TrialFailed],
+    rounds: int,
+) -> None:
+    """Each started runner's comparison with the baseline, all timed in the same rounds, or
+    its failure, into ``found``; a runner that fails is closed, dropped from ``running`` and
+    the rounds are run again without it."""
+    while running:
+        try:
+            comparisons = compare_together(
+                base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds
+            )
+        except TrialFailed as error:
+            failed = next((i for i, r in running.items() if r is error.side), None)
+            if failed is None:  # the baseline's own run failed: nothing compares
+                found.update(dict.fromkeys(running, error))
+                return
+            running.pop(failed).close()
+            found[failed] = error
+            continue
+        found.update(zip(running, comparisons, strict=True))
+        return
 
 
 def _verdict(found: Comparison | TrialFailed) -> str:
@@ -302,17 +310,25 @@ def run_examples(
 
 
 class WholeRuns:
-    """A started runner seen by :func:`compare` as one step of ``examples`` per run.
+    """A runner seen by :func:`compare` as one step of ``examples`` per run.
 
     Args:
-        runner: A started runner (closed with this one).
-        examples: Examples in one piece of work.
+        runner: A runner, not yet started (closed with this one).
+        examples: Examples in one piece of work (``start`` may set it).
         run: Times one piece of work; defaults to ``runner.run``.
+        start: Starts it; defaults to ``runner.start``.
     """
 
     steps = 1
 
-    def __init__(self, runner: Any, examples: int, run: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        runner: Any,
+        examples: int,
+        run: Callable[[], float] | None = None,
+        start: Callable[[], None] | None = None,
+    ) -> None:
         self.examples_per_step = examples
         # The runner's own methods, not wrappers: the user's fit sits a frame nearer ``tune``.
-        self.run, self.rewarm, self.close = run or runner.run, runner.rewarm, runner.close
+        self.start, self.run = start or runner.start, run or runner.run
+        self.rewarm, self.close = runner.rewarm, runner.close

@@ -28,7 +28,7 @@ from typing import Any
 import keras
 
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
-from tfthroughput.tuning.engine.confirmation import Confirmation, contenders, picks, run_examples
+from tfthroughput.tuning.engine.confirmation import contenders, picks, run_examples
 from tfthroughput.tuning.engine.contract import (
     BestSoFar,
     Proposal,
@@ -96,7 +96,9 @@ class Search:
             finally:
                 self.base.close()
             seconds = self.clock() - self._start  # the search's own: the confirmation has its own
-            confirmation = self._confirm()
+            # Called here, not in a method of its own: the user's fit a frame nearer ``tune``.
+            planned = self._confirmation_plan()
+            confirmation = None if planned is None else self.workload.confirm(self.view, *planned)
             speeds = self._baseline_speeds or [self.base.solo_speed]
             self.trials.insert(0, self.workload.trial_type(**as_given(self.base, speeds)))
             return self.workload.result(
@@ -189,11 +191,11 @@ class Search:
             self.stopped = True
         return self.stopped
 
-    def _confirm(self) -> Confirmation | None:
-        """The pick and its rivals confirmed by the workload's piece of work, or ``None``
-        where nothing beat the baseline or the confirmation is off. One piece of work holds
-        its share of the search's time at the speeds the search measured, never fewer examples
-        than the search's own runs."""
+    def _confirmation_plan(self) -> tuple[list, float] | None:
+        """What the workload's confirmation times: the pick and its rivals, and the most
+        examples in one piece of work; ``None`` where nothing beat the baseline or the
+        confirmation is off. One piece of work holds its share of the search's time at the
+        speeds the search measured, never fewer examples than the search's own runs."""
         rounds = self.settings.confirm_rounds
         candidates = picks(self.trials, self.best.setup, self.base.setup) if rounds else []
         if not candidates:
@@ -206,7 +208,7 @@ class Search:
             run_examples(statistics.median(speeds), elapsed, rounds, ratios),
             self.base.steps * self.base.examples_per_step,
         )
-        return self.workload.confirm(self.view, candidates, most)
+        return candidates, most
 
 
 def _next(proposals: Generator[Proposal, Any, None], trial: Any) -> Proposal | None:

@@ -190,20 +190,27 @@ class InferenceWorkload(Workload):
         most = most // size * size  # whole batches of the given size: the same examples each
         counted: list[int] = []
 
-        def start(setup: TuneSetup) -> WholeRuns:
+        def runner_for(setup: TuneSetup) -> WholeRuns:
             spe = setup.steps_per_execution
             given = None if setup == base else setup
             runner = self.runner(given, steps=2 * spe, warmup_steps=_WARMUP_EXECUTIONS * spe)
-            runner.start()
-            feed, _ = self.data.whole_feed(runner.setup.batch_size, most)
-            _, examples = runner.whole_call(feed)  # the timed calls' warm-up
-            counted.append(examples)
-            return WholeRuns(runner, examples, run=lambda: runner.whole_call(feed)[0])
+            feed: dict = {}
+
+            def start() -> None:
+                runner.start()
+                feed.update(self.data.whole_feed(runner.setup.batch_size, most)[0])
+                _, whole.examples_per_step = runner.whole_call(feed)  # the timed calls' warm-up
+                counted.append(whole.examples_per_step)
+
+            whole = WholeRuns(runner, 0, run=lambda: runner.whole_call(feed)[0], start=start)
+            return whole
 
         whole = self.data.whole_feed(base.batch_size, most)[1]
         rounds = self.settings.confirm_rounds
         work = "predict calls"
-        confirmation = confirm(start, base, candidates, rounds=rounds, clock=self.clock, work=work)
+        confirmation = confirm(
+            runner_for, base, candidates, rounds=rounds, clock=self.clock, work=work
+        )
         # Each side calls predict at its own batch size, so the work names the examples only.
         examples = f"{counted[0]:,} examples" if counted else "the data"
         total = "the data" if self.data.examples is None else f"{self.data.examples:,}"

@@ -104,8 +104,8 @@ def epoch_work(
     workload: Any, base: TuneSetup, candidates: list[tuple[TuneSetup, str]], most: float
 ) -> tuple[Callable[[TuneSetup], WholeRuns], str]:
     """The confirmation's piece of work by whole ``fit`` epochs of the user's data
-    (``tuning/engine/confirmation.py``), each epoch at most ``most`` examples: how a setup's
-    runner is started, and the work's description.
+    (``tuning/engine/confirmation.py``), each epoch at most ``most`` examples: a setup's
+    runner (made, not started: the confirmation starts it), and the work's description.
 
     Args:
         workload: Training's workload (``training.workload``): its data, settings, pipeline
@@ -123,7 +123,7 @@ def epoch_work(
         plan = epoch_plan(data, batch_size, step, epoch, most / 2, multiple)
         return plan if plan.whole else epoch_plan(data, batch_size, step, epoch, most, multiple)
 
-    def start(setup: TuneSetup) -> WholeRuns:
+    def runner_for(setup: TuneSetup) -> WholeRuns:
         plan = timed_plan(setup.batch_size)
         feed, warm = epoch_feed(data, setup, plan, workload.plan, epoch)
         build = workload.build_model
@@ -142,7 +142,6 @@ def epoch_work(
             callbacks=settings.callbacks,
             warmup_steps=multiple if plan.whole else None,
         )
-        runner.start()
         return WholeRuns(runner, plan.examples, runner.run_second_epoch if plan.whole else None)
 
-    return start, timed_plan(base.batch_size).work(bool(settings.callbacks))
+    return runner_for, timed_plan(base.batch_size).work(bool(settings.callbacks))

@@ -202,9 +202,9 @@ class TrainingWorkload(Workload):
 
     def confirm(self, view: SearchView, candidates: list, most: float) -> Any:
         """The pick against a rebuilt baseline by whole ``fit`` epochs of the user's data."""
-        start, work = epoch_work(self, view.base, candidates, most)
+        runner_for, work = epoch_work(self, view.base, candidates, most)
         rounds, clock = self.settings.confirm_rounds, self.clock
-        return confirm(start, view.base, candidates, rounds=rounds, clock=clock, work=work)
+        return confirm(runner_for, view.base, candidates, rounds=rounds, clock=clock, work=work)
 
     def examples_per_step(self, batch_size: int | None) -> int:
         if batch_size is not None:
