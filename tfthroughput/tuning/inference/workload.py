@@ -199,11 +199,11 @@ class InferenceWorkload(Workload):
             def start() -> None:
                 runner.start()
                 feed.update(self.data.whole_feed(runner.setup.batch_size, most)[0])
-                _, whole.examples_per_step = runner.whole_call(feed)  # the timed calls' warm-up
-                counted.append(whole.examples_per_step)
+                _, calls.examples_per_step = runner.whole_call(feed)  # the timed calls' warm-up
+                counted.append(calls.examples_per_step)
 
-            whole = WholeRuns(runner, 0, run=lambda: runner.whole_call(feed)[0], start=start)
-            return whole
+            calls = WholeRuns(runner, 0, run=lambda: runner.whole_call(feed)[0], start=start)
+            return calls
 
         whole = self.data.whole_feed(base.batch_size, most)[1]
         rounds = self.settings.confirm_rounds
