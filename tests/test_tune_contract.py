@@ -79,7 +79,7 @@ def test_the_workload_contract_is_five_methods():
         for name, value in vars(Workload).items()
         if callable(value) and not name.startswith("_")
     }
-    assert methods == {"baseline", "candidate", "judge", "confirm", "result"}
+    assert methods == {"baseline", "candidate", "judge", "confirmation", "result"}
     assert sys.modules[Workload.__module__].Runner.__doc__
 
 
@@ -90,7 +90,7 @@ def test_a_workload_that_defines_none_of_the_methods_raises_on_each_and_has_no_k
         "baseline": lambda: workload.baseline(),
         "candidate": lambda: workload.candidate(None, Proposal(GIVEN)),
         "judge": lambda: workload.judge(None, Proposal(GIVEN), None, None),
-        "confirm": lambda: workload.confirm(None, [], 100.0),
+        "confirmation": lambda: workload.confirmation(None, [], 100.0),
         "result": lambda: workload.result(trials=()),
     }
     for call in calls.values():

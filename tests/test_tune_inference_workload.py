@@ -16,6 +16,7 @@ import pytest
 from predict_costs import KnownCost, workload
 
 from tfthroughput.tuning import OutputCheck
+from tfthroughput.tuning.engine.confirmation import confirm
 from tfthroughput.tuning.engine.contract import BestSoFar, Proposal
 from tfthroughput.tuning.engine.measure import Comparison
 from tfthroughput.tuning.engine.verdict import FAILED, FASTER, OUTPUTS_DIFFER, OVER_LATENCY
@@ -208,6 +209,16 @@ def test_steps_per_execution_goes_up_to_one_predict_call_on_the_arrays():
     )
 
 
+def confirmed(made, view, candidates, most):
+    """The confirmation as the search runs it: the workload's plan, timed, finished."""
+    plan = made.confirmation(view, candidates, most)
+    rounds = made.settings.confirm_rounds
+    timed = confirm(
+        plan.runner_for, view.base, candidates, rounds=rounds, clock=made.clock, work=plan.work
+    )
+    return plan.finish(timed)
+
+
 def test_the_confirmation_times_whole_calls_or_says_what_part_it_timed():
     cost = KnownCost(1e-3, 1e-6)
     big = BASE.with_(batch_size=64)
@@ -215,18 +226,18 @@ def test_the_confirmation_times_whole_calls_or_says_what_part_it_timed():
     made.baseline()
     view = SimpleNamespace(base=BASE)
 
-    part = made.confirm(view, [(big, "batch_size=64")], most=300.0)
+    part = confirmed(made, view, [(big, "batch_size=64")], most=300.0)
     # 288 examples (9 whole batches of 32): 9 ms + 0.288 ms against 5 ms + 0.288 ms at 64.
     assert part.work == "predict calls on the first 288 examples of 1,024 (set-up included)"
     assert part.setup == big and part.ratio == pytest.approx(9.288 / 5.288)
     assert part.rounds == 5 and part.rounds_won == 5
     # A batch larger than the part predicts one whole batch; the work names the baseline's.
     huge = BASE.with_(batch_size=512)
-    part = made.confirm(view, [(huge, "batch_size=512")], most=300.0)
+    part = confirmed(made, view, [(huge, "batch_size=512")], most=300.0)
     assert part.work == "predict calls on the first 288 examples of 1,024 (set-up included)"
     assert part.ratio == pytest.approx((512 / 1.512) / (288 / 9.288))
 
-    whole = made.confirm(view, [(big, "batch_size=64")], most=1e9)
+    whole = confirmed(made, view, [(big, "batch_size=64")], most=1e9)
     assert (
         whole.work == "whole predict calls on the data as given (1,024 examples, set-up included)"
     )

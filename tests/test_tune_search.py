@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import inspect
 import random
-from dataclasses import dataclass
-from types import SimpleNamespace
+from dataclasses import dataclass, replace
 
 import keras
 import numpy as np
@@ -17,7 +16,7 @@ from fakes import FakeClock
 from tiny_models import float32_policy  # noqa: F401 - fixture
 
 from tfthroughput.tuning._result_base import TrialBase
-from tfthroughput.tuning.engine.confirmation import run_examples
+from tfthroughput.tuning.engine.confirmation import ConfirmationPlan, run_examples
 from tfthroughput.tuning.engine.contract import BestSoFar, Mode, Proposal, SearchSettings, Workload
 from tfthroughput.tuning.engine.search import MAX_LENGTHENING, Search, lengthen
 from tfthroughput.tuning.engine.trial_model import TrialFailed
@@ -108,7 +107,7 @@ class KnownCosts(Workload):
         status = speed_status(comparison)
         return Trial(proposal.setup, proposal.label, status, **measured(comparison))
 
-    def confirm(self, view, candidates, most):
+    def confirmation(self, view, candidates, most):
         raise AssertionError("no confirmation asked")
 
     def result(self, **fields):
@@ -260,9 +259,16 @@ def test_the_confirmation_is_given_the_picks_and_its_share_of_the_searchs_time()
             self.clock.advance(60.0)  # a trial's build: time the search spent beyond its runs
             return super().candidate(view, proposal)
 
-        def confirm(self, view, candidates, most):
+        def confirmation(self, view, candidates, most):
             asked.append((candidates, most))
-            return SimpleNamespace(setup=confirmed)
+            # The search times the plan and hands the timed confirmation to its finish.
+            return ConfirmationPlan(self._runner, "fake runs", finish)
+
+    timed = []
+
+    def finish(confirmation):
+        timed.append(confirmation)
+        return replace(confirmation, setup=confirmed)
 
     result = search(workload=Confirming, start=1000.0, confirm_rounds=5).run()
 
@@ -273,6 +279,8 @@ def test_the_confirmation_is_given_the_picks_and_its_share_of_the_searchs_time()
     assert 180 < result["seconds"] < 200 and most > 10 * 8
     assert asked == [([(two, "steps_per_execution=2")], pytest.approx(most))]
     assert result["confirmation"].setup == confirmed and result["chosen"] == confirmed
+    (found,) = timed
+    assert (found.setup, found.ratio, found.work) == (two, 2.0, "fake runs")
 
 
 @pytest.mark.usefixtures("float32_policy")

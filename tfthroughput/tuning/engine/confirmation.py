@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfthroughput.tuning._table import paired_figure
 from tfthroughput.tuning.engine.measure import Comparison, compare_together
@@ -176,23 +176,33 @@ def confirm(
         why = f"confirmation: the baseline failed by {work} ({error}): the baseline is kept"
         return Confirmation(**kept, seconds=clock() - begin, outcome=why)
     timed = contenders(candidates, baseline)
-    measured: dict[int, Comparison | TrialFailed] = {}
+    found: list[Comparison | TrialFailed | None] = [None] * len(timed)
     running: dict[int, Any] = {}
+    closed: list[Any] = []
+
+    def dropped(runner: Any) -> None:  # failed in the rounds: its memory back at once
+        runner.close()
+        closed.append(runner)
+
     try:
         for index, (setup, _) in enumerate(timed):
             try:
                 runner = runner_for(setup)
                 runner.start()
             except TrialFailed as error:
-                measured[index] = error
+                found[index] = error
                 continue
             running[index] = runner
-        _measure_together(base, running, measured, rounds)
+        compared = compare_together(
+            base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds, dropped=dropped
+        )
+        for index, result in zip(running, compared, strict=True):
+            found[index] = result
     finally:
         for runner in running.values():
-            runner.close()
+            if not any(runner is done for done in closed):
+                runner.close()
         base.close()
-    found = [measured[index] for index in range(len(timed))]
     run = [result.rounds for result in found if isinstance(result, Comparison)]
     kept["rounds"] = rounds = max(run, default=rounds)
     faster = [index for index, result in enumerate(found) if _is_faster(result)]
@@ -238,32 +248,6 @@ def _is_faster(found: Comparison | TrialFailed) -> bool:
     return isinstance(found, Comparison) and found.faster
 
 
-def _measure_together(
-    base: Any,
-    running: dict[int, Any],
-    found: dict[int, Comparison | TrialFailed],
-    rounds: int,
-) -> None:
-    """Each started runner's comparison with the baseline, all timed in the same rounds, or
-    its failure, into ``found``; a runner that fails is closed, dropped from ``running`` and
-    the rounds are run again without it."""
-    while running:
-        try:
-            comparisons = compare_together(
-                base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds
-            )
-        except TrialFailed as error:
-            failed = next((i for i, r in running.items() if r is error.side), None)
-            if failed is None:  # the baseline's own run failed: nothing compares
-                found.update(dict.fromkeys(running, error))
-                return
-            running.pop(failed).close()
-            found[failed] = error
-            continue
-        found.update(zip(running, comparisons, strict=True))
-        return
-
-
 def _verdict(found: Comparison | TrialFailed) -> str:
     if isinstance(found, TrialFailed):
         return f"failed ({found})"
@@ -307,6 +291,25 @@ def run_examples(
         base_examples_per_second
     )
     return CONFIRM_SHARE * search_seconds / ((rounds + 1) * time_per_example)
+
+
+def _as_timed(confirmation: Confirmation) -> Confirmation:
+    return confirmation
+
+
+class ConfirmationPlan(NamedTuple):
+    """What a mode's confirmation times (the search calls :func:`confirm` with it).
+
+    Attributes:
+        runner_for: Makes a setup's runner, unstarted (see :func:`confirm`).
+        work: What one piece of work is, for the table.
+        finish: The confirmation in its final form, once timed (inference names the examples
+            its calls held, known only once a runner has started).
+    """
+
+    runner_for: Callable[[TuneSetup], Any]
+    work: str
+    finish: Callable[[Confirmation], Confirmation] = _as_timed
 
 
 class WholeRuns:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tfthroughput.tuning.engine.confirmation import Confirmation
+from tfthroughput.tuning.engine.confirmation import ConfirmationPlan
 from tfthroughput.tuning.engine.measure import Comparison
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -142,8 +142,9 @@ class Workload:
         """The trial of a started and compared runner: its math checked, its status."""
         raise NotImplementedError
 
-    def confirm(self, view: SearchView, candidates: list, most: float) -> Confirmation:
-        """The pick confirmed by the mode's own piece of work, at most ``most`` examples."""
+    def confirmation(self, view: SearchView, candidates: list, most: float) -> ConfirmationPlan:
+        """How the pick and its rivals are confirmed: the mode's own piece of work, at most
+        ``most`` examples, and the runners that time it (the search runs it)."""
         raise NotImplementedError
 
     def result(self, **fields: Any) -> Any:

@@ -138,16 +138,38 @@ def compare_together(
     *,
     more: Callable[[int], bool] | None = None,
     cap: int = MAX_ROUNDS,
-) -> list[Comparison]:
+    dropped: Callable[[TrialRunner], None] | None = None,
+) -> list[Comparison | TrialFailed]:
     """Time the baseline and every candidate in the same rounds, their order rotated each
     round (so no side always runs first or after the same other), at least ``rounds`` and
     more until every candidate's comparison settles (as :func:`compare`); one
-    :class:`Comparison` per candidate against the baseline's runs of the same rounds. Raises a
-    candidate's ``TrialFailed``."""
-    base_speeds, speeds = _timed_rounds(
-        baseline, candidates, rounds, GPUWindows(None), None, more=more, cap=cap
-    )
-    return [_comparison(base_speeds, own, GPUWindows(None)) for own in speeds]
+    :class:`Comparison` per candidate against the baseline's runs of the same rounds.
+
+    A candidate whose run fails gets its ``TrialFailed`` in its place, is handed to
+    ``dropped`` (to free what it holds) and the rounds are run again without it; where the
+    baseline's own run fails, every candidate still timed gets that failure."""
+    found: dict[int, Comparison | TrialFailed] = {}
+    timed = dict(enumerate(candidates))
+    while timed:
+        try:
+            base_speeds, speeds = _timed_rounds(
+                baseline, list(timed.values()), rounds, GPUWindows(None), None, more=more, cap=cap
+            )
+        except TrialFailed as error:
+            failed = next((i for i, runner in timed.items() if runner is error.side), None)
+            if failed is None:  # the baseline's own run failed: nothing compares
+                found.update(dict.fromkeys(timed, error))
+                break
+            found[failed], runner = error, timed.pop(failed)
+            if dropped is not None:
+                dropped(runner)
+            continue
+        found.update(
+            (index, _comparison(base_speeds, own, GPUWindows(None)))
+            for index, own in zip(timed, speeds, strict=True)
+        )
+        break
+    return [found[index] for index in range(len(candidates))]
 
 
 def _timed_rounds(

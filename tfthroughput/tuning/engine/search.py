@@ -28,7 +28,7 @@ from typing import Any
 import keras
 
 from tfthroughput.diagnosis.trial_memory import collections_of_new_objects_only
-from tfthroughput.tuning.engine.confirmation import contenders, picks, run_examples
+from tfthroughput.tuning.engine.confirmation import confirm, contenders, picks, run_examples
 from tfthroughput.tuning.engine.contract import (
     BestSoFar,
     Proposal,
@@ -96,9 +96,20 @@ class Search:
             finally:
                 self.base.close()
             seconds = self.clock() - self._start  # the search's own: the confirmation has its own
-            # Called here, not in a method of its own: the user's fit a frame nearer ``tune``.
-            planned = self._confirmation_plan()
-            confirmation = None if planned is None else self.workload.confirm(self.view, *planned)
+            confirmation, planned = None, self._confirmation_plan()
+            if planned is not None:  # timed here, not in a method: the user's fit nearer tune
+                candidates, most = planned
+                plan = self.workload.confirmation(self.view, candidates, most)
+                rounds, clock = self.settings.confirm_rounds, self.clock
+                timed = confirm(
+                    plan.runner_for,
+                    self.base.setup,
+                    candidates,
+                    rounds=rounds,
+                    clock=clock,
+                    work=plan.work,
+                )
+                confirmation = plan.finish(timed)
             speeds = self._baseline_speeds or [self.base.solo_speed]
             self.trials.insert(0, self.workload.trial_type(**as_given(self.base, speeds)))
             return self.workload.result(

@@ -19,7 +19,7 @@ from typing import Any
 
 import keras
 
-from tfthroughput.tuning.engine.confirmation import Confirmation, WholeRuns, confirm
+from tfthroughput.tuning.engine.confirmation import Confirmation, ConfirmationPlan, WholeRuns
 from tfthroughput.tuning.engine.contract import (
     Knob,
     Mode,
@@ -182,7 +182,7 @@ class InferenceWorkload(Workload):
             output_check=check,
         )
 
-    def confirm(self, view: SearchView, candidates: list, most: float) -> Confirmation:
+    def confirmation(self, view: SearchView, candidates: list, most: float) -> ConfirmationPlan:
         """The pick against a rebuilt baseline by whole ``predict`` calls on the data as given
         (``engine.confirmation``)."""
         base = view.base
@@ -206,20 +206,19 @@ class InferenceWorkload(Workload):
             return calls
 
         whole = self.data.whole_feed(base.batch_size, most)[1]
-        rounds = self.settings.confirm_rounds
-        work = "predict calls"
-        confirmation = confirm(
-            runner_for, base, candidates, rounds=rounds, clock=self.clock, work=work
-        )
-        # Each side calls predict at its own batch size, so the work names the examples only.
-        examples = f"{counted[0]:,} examples" if counted else "the data"
-        total = "the data" if self.data.examples is None else f"{self.data.examples:,}"
-        work = (
-            f"whole predict calls on the data as given ({examples}, set-up included)"
-            if whole
-            else f"predict calls on the first {examples} of {total} (set-up included)"
-        )
-        return replace(confirmation, work=work)
+
+        def finish(confirmation: Confirmation) -> Confirmation:
+            # Each side calls predict at its own batch size, so the work names the examples.
+            examples = f"{counted[0]:,} examples" if counted else "the data"
+            total = "the data" if self.data.examples is None else f"{self.data.examples:,}"
+            work = (
+                f"whole predict calls on the data as given ({examples}, set-up included)"
+                if whole
+                else f"predict calls on the first {examples} of {total} (set-up included)"
+            )
+            return replace(confirmation, work=work)
+
+        return ConfirmationPlan(runner_for, "predict calls", finish)
 
     def result(self, **fields: Any) -> InferenceTuneResult:
         baseline, chosen = fields["baseline"], fields["chosen"]

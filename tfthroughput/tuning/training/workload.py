@@ -21,7 +21,7 @@ from typing import Any
 import keras
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning.engine.confirmation import confirm
+from tfthroughput.tuning.engine.confirmation import ConfirmationPlan
 from tfthroughput.tuning.engine.contract import (
     Knob,
     Mode,
@@ -200,11 +200,9 @@ class TrainingWorkload(Workload):
             setup, proposal.label, status, **measured(comparison), **figures, loss_check=check
         )
 
-    def confirm(self, view: SearchView, candidates: list, most: float) -> Any:
+    def confirmation(self, view: SearchView, candidates: list, most: float) -> ConfirmationPlan:
         """The pick against a rebuilt baseline by whole ``fit`` epochs of the user's data."""
-        runner_for, work = epoch_work(self, view.base, candidates, most)
-        rounds, clock = self.settings.confirm_rounds, self.clock
-        return confirm(runner_for, view.base, candidates, rounds=rounds, clock=clock, work=work)
+        return ConfirmationPlan(*epoch_work(self, view.base, candidates, most))
 
     def examples_per_step(self, batch_size: int | None) -> int:
         if batch_size is not None:
