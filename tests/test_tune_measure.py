@@ -7,6 +7,7 @@ import pytest
 
 from tfthroughput.tuning.engine.measure import GPUWindows, compare, compare_together
 from tfthroughput.tuning.engine.paired import MAX_ROUNDS, MIN_GAIN
+from tfthroughput.tuning.engine.trial_model import TrialFailed
 
 
 class FakeRunner:
@@ -147,3 +148,42 @@ def test_compare_together_rotates_the_order_and_judges_each_against_the_same_bas
     assert fast_found.speeds == (200.0, 100.0, 200.0)
     assert same_found.speeds == (100.0, 50.0, 100.0)
     assert not same_found.faster and same_found.verdict == "not shown faster"
+
+
+class FailingRunner(FakeRunner):
+    """Runs ``good`` times, then fails as a trial does (out of memory)."""
+
+    def __init__(self, name, good, log):
+        super().__init__(name, [1.0] * good, log)
+
+    def run(self):
+        if not self._seconds:
+            raise TrialFailed("out of memory")
+        return super().run()
+
+
+def test_compare_together_drops_a_failing_candidate_and_times_the_rest_again():
+    log: list[str] = []
+    base = FakeRunner("base", [1.0] * 9, log)
+    failing = FailingRunner("failing", 1, log)  # fails in round 1
+    fast = FakeRunner("fast", [0.5] * 9, log)
+    dropped = []
+
+    found = compare_together(base, [failing, fast], rounds=3, cap=3, dropped=dropped.append)
+
+    assert isinstance(found[0], TrialFailed) and str(found[0]) == "out of memory"
+    assert dropped == [failing]
+    # The rounds start again without it: the comparison holds only rounds without the failure.
+    assert found[1].rounds == 3 and found[1].ratio == 2.0
+    assert log.count("failing") == 1
+
+
+def test_compare_together_gives_every_candidate_the_baselines_failure():
+    log: list[str] = []
+    base = FailingRunner("base", 1, log)
+    fast, slow = FakeRunner("fast", [0.5] * 3, log), FakeRunner("slow", [2.0] * 3, log)
+
+    found = compare_together(base, [fast, slow], rounds=3, cap=3, dropped=log.append)
+
+    assert [str(result) for result in found] == ["out of memory", "out of memory"]
+    assert "fast" in log and all(entry in ("base", "fast", "slow") for entry in log)
