@@ -203,8 +203,18 @@ def confirm(
             if not any(runner is done for done in closed):
                 runner.close()
         base.close()
+    kept["seconds"] = clock() - begin
+    return _decided(found, timed, kept)
+
+
+def _decided(
+    found: list[Comparison | TrialFailed], timed: list[tuple[TuneSetup, str]], kept: dict
+) -> Confirmation:
+    """The confirmation from each contender's comparison or failure (``timed``'s order): the
+    pick where it is faster, else the first rival that is, unless a later rival beats it
+    round by round; else the baseline, as ``kept`` holds it."""
     run = [result.rounds for result in found if isinstance(result, Comparison)]
-    kept["rounds"] = rounds = max(run, default=rounds)
+    kept["rounds"] = max(run, default=kept["rounds"])
     faster = [index for index, result in enumerate(found) if _is_faster(result)]
     names = ["the search's pick", "the next-best"]
     if len(timed) > 2:
@@ -216,21 +226,22 @@ def confirm(
         for name, (_, label), result in zip(names, timed, found, strict=False)
     ]
     if not faster:
-        outcome = f"confirmation: {'; '.join(said)}: the baseline is kept"
-        return Confirmation(**kept, seconds=clock() - begin, outcome=outcome)
-    chosen = faster[0]  # the pick where it is faster, else the first rival that is
+        return Confirmation(
+            **kept, outcome=f"confirmation: {'; '.join(said)}: the baseline is kept"
+        )
+    chosen = faster[0]
     for index in faster[1:]:
         if _beats(found[index], found[chosen]):
             chosen = index
     setup, label = timed[chosen]
     outcome = "" if chosen == 0 else f"confirmation: {'; '.join(said)}: {label} is chosen"
     return Confirmation(
-        pick,
+        kept["pick"],
         setup,
         label,
-        work,
-        rounds,
-        clock() - begin,
+        kept["work"],
+        kept["rounds"],
+        kept["seconds"],
         **_figures(found[chosen]),
         outcome=outcome,
     )
