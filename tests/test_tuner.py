@@ -714,7 +714,9 @@ def test_a_trials_fit_runs_at_most_8_frames_below_tune():
         model.compile(optimizer="sgd", loss="mse")
         return model
 
-    tune(build, arrays(), batch_size=16, **QUICK)
+    # steps_per_execution's line alone: a search, a loss check and a confirmation are all it
+    # takes to see every kind of fit.
+    tune(build, arrays(), batch_size=16, xla=False, pipeline=False, **QUICK)
     assert all(depths[part] for part in ("search", "confirmation's start", "confirmation's rounds"))
     assert max(depths["search"]) <= 8, depths
     assert max(depths["confirmation's start"]) <= 8, depths
