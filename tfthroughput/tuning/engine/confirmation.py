@@ -177,12 +177,10 @@ def confirm(
         return Confirmation(**kept, seconds=clock() - begin, outcome=why)
     timed = contenders(candidates, baseline)
     found: list[Comparison | TrialFailed | None] = [None] * len(timed)
-    running: dict[int, Any] = {}
-    closed: list[Any] = []
+    running: dict[int, Any] = {}  # the runners still open
 
     def dropped(runner: Any) -> None:  # failed in the rounds: its memory back at once
-        runner.close()
-        closed.append(runner)
+        running.pop(next(i for i, open_one in running.items() if open_one is runner)).close()
 
     try:
         for index, (setup, _) in enumerate(timed):
@@ -193,15 +191,15 @@ def confirm(
                 found[index] = error
                 continue
             running[index] = runner
+        started = list(running)
         compared = compare_together(
             base, list(running.values()), rounds, cap=CONFIRM_CAP * rounds, dropped=dropped
         )
-        for index, result in zip(running, compared, strict=True):
+        for index, result in zip(started, compared, strict=True):
             found[index] = result
     finally:
         for runner in running.values():
-            if not any(runner is done for done in closed):
-                runner.close()
+            runner.close()
         base.close()
     kept["seconds"] = clock() - begin
     return _decided(found, timed, kept)
