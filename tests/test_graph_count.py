@@ -14,6 +14,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tfthroughput.monitor.example_count import examples_through  # noqa: E402
 from tfthroughput.monitor.graph_count import GraphCount  # noqa: E402
+from tfthroughput.monitor.known_batches import KnownBatches  # noqa: E402
 
 pytestmark = pytest.mark.tensorflow
 
@@ -238,3 +239,20 @@ def test_a_count_collected_while_a_function_is_traced_adds_nothing_to_its_graph(
 
     graph = traced.get_concrete_function().graph
     assert "DestroyResourceOp" not in {operation.type for operation in graph.get_operations()}
+
+
+def test_the_timing_stages_are_traced_once_per_element_structure():
+    # Made one by one, eagerly, the stages cost every predict call's set-up about a
+    # millisecond each: one function makes them all, traced once for each element structure.
+    from tfthroughput.monitor import pipeline_wait
+
+    pipeline_wait._stages.cache_clear()
+    rows = tf.data.Dataset.from_tensor_slices(ROWS)
+    counts = [GraphCount(recent=4, sizes=KnownBatches.fixed(4)) for _ in range(3)]
+    same = [count.counting(rows.batch(4, drop_remainder=True)) for count in counts[:2]]
+    other = counts[2].counting(rows.map(lambda row: (row, row)).batch(4, drop_remainder=True))
+    assert pipeline_wait._stages.cache_info().misses == 2
+    assert pipeline_wait._stages.cache_info().hits == 1
+    for count, dataset in zip(counts, [*same, other], strict=True):
+        assert [len(tf.nest.flatten(batch)[0]) for batch in dataset] == [4, 4]
+        assert count.snapshot()[:2] == (2, 8)  # the timing's own count of batches taken

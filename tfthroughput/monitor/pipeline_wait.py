@@ -15,6 +15,7 @@ where TensorFlow is.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import weakref
@@ -52,8 +53,9 @@ class PipelineWait:
         ``dataset``; with ``end``, ending in a ``prefetch(0)`` (one that passes each element
         through, on the same thread, and stops ``tf.data`` injecting one of its own).
 
-        The stages are one Python dataset: each ``tf.data`` stage made in Python adds to the
-        set-up of every ``evaluate`` and ``predict`` call (``docs/benchmarks.md``)."""
+        The stages are made by one call of a graph function kept for the pipeline's element
+        structure: made one by one, eagerly, they were the largest part of the set-up of every
+        ``evaluate`` and ``predict`` call (``docs/benchmarks.md``)."""
         return _Timed(dataset, self, prefetch, end)
 
     def seconds(self) -> float:
@@ -91,7 +93,9 @@ def _destroy(aggregator: tf.Tensor) -> None:
 
 
 class _Timed(dataset_ops.UnaryUnchangedStructureDataset):
-    """The stages of :meth:`PipelineWait.timed`, made as raw ops under one dataset."""
+    """The stages of :meth:`PipelineWait.timed` under one Python dataset, made by one call of
+    a graph function kept for the element structure: made one by one, eagerly, each stage cost
+    about a millisecond of every call's set-up (``docs/benchmarks.md``)."""
 
     def __init__(
         self, dataset: tf.data.Dataset, timer: PipelineWait, prefetch: bool, end: bool
@@ -101,16 +105,33 @@ class _Timed(dataset_ops.UnaryUnchangedStructureDataset):
         # it, lives as long as the pipeline.
         self._timer = timer
         structure = self._flat_structure
-        variant = dataset._variant_tensor
+        shapes = tuple(
+            None if shape.rank is None else tuple(shape.as_list())
+            for shape in structure["output_shapes"]
+        )
+        stages = _stages(tuple(structure["output_types"]), shapes, prefetch, end)
+        super().__init__(dataset, stages(dataset._variant_tensor, timer._aggregator))
+
+
+@functools.lru_cache(maxsize=64)
+def _stages(types: tuple, shapes: tuple, prefetch: bool, end: bool):
+    """The timing stages over a pipeline of elements of ``types`` and ``shapes`` as one
+    concrete function of its variant and the aggregator, traced once per structure."""
+    structure = {"output_types": list(types), "output_shapes": [tf.TensorShape(s) for s in shapes]}
+
+    def stages(variant: tf.Tensor, aggregator: tf.Tensor) -> tf.Tensor:
         if prefetch:
             variant = _prefetch(variant, dataset_ops.AUTOTUNE, structure)
         variant = stats_ops.latency_stats_dataset(variant, tag=_TAG, **structure)
         variant = stats_ops.set_stats_aggregator_dataset(
-            variant, timer._aggregator, tag="", counter_prefix="", **structure
+            variant, aggregator, tag="", counter_prefix="", **structure
         )
-        if end:
-            variant = _prefetch(variant, 0, structure)
-        super().__init__(dataset, variant)
+        return _prefetch(variant, 0, structure) if end else variant
+
+    scalar = functools.partial(tf.TensorSpec, [])
+    return tf.function(stages, autograph=False).get_concrete_function(
+        scalar(tf.variant), scalar(tf.resource)
+    )
 
 
 def _prefetch(variant: tf.Tensor, buffer_size: int, structure: dict) -> tf.Tensor:
