@@ -242,8 +242,8 @@ def test_a_count_collected_while_a_function_is_traced_adds_nothing_to_its_graph(
 
 
 def test_the_timing_stages_are_traced_once_per_element_structure():
-    # Made one by one, eagerly, the stages cost every predict call's set-up about a
-    # millisecond each: one function makes them all, traced once for each element structure.
+    # Made one by one, eagerly, the stages were most of each predict call's set-up: one
+    # function makes them all, traced once for each element structure.
     from tfthroughput.monitor import pipeline_wait
 
     pipeline_wait._stages.cache_clear()

@@ -94,8 +94,8 @@ def _destroy(aggregator: tf.Tensor) -> None:
 
 class _Timed(dataset_ops.UnaryUnchangedStructureDataset):
     """The stages of :meth:`PipelineWait.timed` under one Python dataset, made by one call of
-    a graph function kept for the element structure: made one by one, eagerly, each stage cost
-    about a millisecond of every call's set-up (``docs/benchmarks.md``)."""
+    a graph function kept for the element structure: made one by one, eagerly, the stages were
+    the largest part of every call's set-up (``docs/benchmarks.md``)."""
 
     def __init__(
         self, dataset: tf.data.Dataset, timer: PipelineWait, prefetch: bool, end: bool
