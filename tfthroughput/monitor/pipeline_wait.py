@@ -93,9 +93,8 @@ def _destroy(aggregator: tf.Tensor) -> None:
 
 
 class _Timed(dataset_ops.UnaryUnchangedStructureDataset):
-    """The stages of :meth:`PipelineWait.timed` under one Python dataset, made by one call of
-    a graph function kept for the element structure: made one by one, eagerly, the stages were
-    the largest part of every call's set-up (``docs/benchmarks.md``)."""
+    """The stages of :meth:`PipelineWait.timed` under one Python dataset (made by
+    :func:`_stages`)."""
 
     def __init__(
         self, dataset: tf.data.Dataset, timer: PipelineWait, prefetch: bool, end: bool
@@ -128,9 +127,8 @@ def _stages(types: tuple, shapes: tuple, prefetch: bool, end: bool):
         )
         return _prefetch(variant, 0, structure) if end else variant
 
-    scalar = functools.partial(tf.TensorSpec, [])
     return tf.function(stages, autograph=False).get_concrete_function(
-        scalar(tf.variant), scalar(tf.resource)
+        tf.TensorSpec([], tf.variant), tf.TensorSpec([], tf.resource)
     )
 
 
