@@ -55,7 +55,7 @@ def test_the_tune_tests_pass_under_another_backend_without_tensorflow(backend):
             "-p",
             "without_tensorflow",
             "-m",
-            "not tensorflow",
+            "not tensorflow and not same_on_every_backend",
             *(str(TESTS / name) for name in TUNE_TEST_FILES),
         ],
         capture_output=True,

@@ -681,6 +681,7 @@ def test_the_rebuilt_pipeline_of_arrays_shuffles_every_pass_as_fit_does():
     assert "shuffle_buffer" not in plan(dataset).build_pipeline_kwargs
 
 
+@pytest.mark.same_on_every_backend  # the engine's own frames: the JAX re-run skips it
 def test_a_trials_fit_runs_at_most_8_frames_below_tune():
     # The search alone runs trials (a knob is a suspended generator meanwhile), so the user's
     # fit is near the top of a traceback from inside it. The search runs the confirmation,
