@@ -57,6 +57,11 @@ def read_layouts(run_dir: str | os.PathLike) -> list:
     ]
 
 
+def read_events(file: str | os.PathLike) -> list:
+    """Every ``Event`` record of one event file, in order."""
+    return list(_events(os.fspath(file)))
+
+
 def _events(file: str) -> Iterator:
     if tf is not None:
         for record in tf.data.TFRecordDataset(file):

@@ -1,12 +1,14 @@
-"""A disk whose faults a test switches on and off: the file-creating seam of ``EventWriter``
-(``create_file``) and of ``GPUMonitor`` (``_create_event_file``), over real files in
-``tmp_path``."""
+"""A disk whose faults a test switches on and off: the file-opening seams of ``EventWriter``
+(``create_file``, ``append_file``) and of ``GPUMonitor`` (``_create_event_file``,
+``_append_event_file``), over real files in ``tmp_path``."""
 
 from __future__ import annotations
 
 import errno
 import os
 import threading
+
+from tfthroughput.monitor.event_files import open_for_appending
 
 
 class FaultyDisk:
@@ -38,6 +40,11 @@ class FaultyDisk:
         file = _FaultyFile(open(path, "xb"), self)  # noqa: SIM115 - closed by the writer
         self.created.append(path)
         return file
+
+    def append(self, path: str) -> _FaultyFile:
+        if self.create_error is not None:
+            raise self.create_error
+        return _FaultyFile(open_for_appending(path), self)
 
     def fill(self, *, tear: bool = False) -> None:
         self.write_error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

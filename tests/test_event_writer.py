@@ -12,14 +12,16 @@ import shutil
 import warnings
 
 import pytest
-from events import event_files, read_scalars, summary_values
+from events import event_files, read_events, read_scalars, summary_values
 from faulty_disk import FaultyDisk
 
 from tfthroughput.hardware.sampler import SampleKey
 from tfthroughput.hardware.source import MonitoringWarning
+from tfthroughput.monitor import event_files as event_file_module
 from tfthroughput.monitor import event_writer
 from tfthroughput.monitor.dashboard import hardware_layout
-from tfthroughput.monitor.event_writer import EventWriter, event_file_name
+from tfthroughput.monitor.event_files import event_file_name
+from tfthroughput.monitor.event_writer import EventWriter
 
 SECOND = 1796000000.25  # a fixed wall clock: every file below is named in the same second
 # The names `tf.summary` gives its files: `...<seconds>.<host>.<pid>.<counter>.v2`.
@@ -28,7 +30,7 @@ LAYOUT = hardware_layout([SampleKey("host", "cpu_percent")])
 
 
 def _writer(tmp_path, disk: FaultyDisk | None = None, **kwargs) -> EventWriter:
-    create = {} if disk is None else {"create_file": disk.create}
+    create = {} if disk is None else {"create_file": disk.create, "append_file": disk.append}
     return EventWriter(str(tmp_path / "hardware"), str(tmp_path), **create, **kwargs)
 
 
@@ -80,7 +82,7 @@ def test_a_read_only_folder_fails_when_opened(tmp_path):
 def test_names_are_never_tensorflows_and_an_existing_file_is_never_truncated(tmp_path, monkeypatch):
     run_dir = tmp_path / "hardware"
     run_dir.mkdir()
-    monkeypatch.setattr(event_writer, "_file_numbers", itertools.count(0))
+    monkeypatch.setattr(event_file_module, "_file_numbers", itertools.count(0))
     taken = run_dir / event_file_name(0, SECOND)
     taken.write_bytes(b"another writer's records")
 
@@ -192,3 +194,37 @@ def test_a_hung_file_system_never_holds_the_caller_and_close_gives_up_in_time(
     finally:
         disk.release.set()  # the file system answers again: the thread ends
         writer.close()
+
+
+def test_a_writer_writes_on_at_the_end_of_a_file_no_other_writer_holds(tmp_path):
+    first = _writer(tmp_path)
+    first.write(0, {"predict/seconds": 1.0})
+    held = _writer(tmp_path, append_to=first.path)  # first still holds it: a file of its own
+    first.close()
+    second = _writer(tmp_path, append_to=first.path)  # released: written on at its end
+    for writer, step in ((held, 1), (second, 2)):
+        writer.write(step, {"predict/seconds": float(step + 1)})
+        writer.close()
+    assert held.path != first.path and second.path == first.path
+    assert read_scalars(first.path)["predict/seconds"] == [(0, 1.0), (2, 3.0)]
+    assert read_scalars(held.path)["predict/seconds"] == [(1, 2.0)]
+    # One version record, at the start: the file reads as one writer's.
+    versions = [e for e in read_events(first.path) if e.HasField("file_version")]
+    assert len(versions) == 1
+
+
+def test_a_file_to_append_to_that_is_gone_or_unopenable_gives_a_new_file(tmp_path):
+    gone = str(tmp_path / "hardware" / "events.out.tfevents.gone")
+    fresh = _writer(tmp_path, append_to=gone)
+    fresh.close()
+    assert fresh.path != gone and not os.path.exists(gone)
+    disk = FaultyDisk()
+    first = _writer(tmp_path)
+    first.close()
+    disk.create_error = PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    with pytest.raises(ValueError, match="Permission denied"):  # and no new file either
+        _writer(tmp_path, disk, append_to=first.path)
+    disk.create_error = None
+    again = _writer(tmp_path, disk, append_to=first.path)  # the failed try held nothing
+    again.close()
+    assert again.path == first.path

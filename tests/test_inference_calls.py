@@ -3,10 +3,12 @@ without a ``fit`` before them, event files read back from their own runs."""
 
 from __future__ import annotations
 
+import os
+
 import keras
 import numpy as np
 import pytest
-from events import read_layouts, read_scalars
+from events import event_files, read_layouts, read_scalars
 from fakes import FakeClock, FakeSource
 from fits import fit, sampler_threads, tiny_model, wait_for_no_sampler_thread
 
@@ -80,6 +82,37 @@ def test_predict_calls_are_counted_and_their_windows_continue_across_calls(tmp_p
     assert [step for step, _ in windows] == [2, 4, 6, 8, 10, 12, 14, 16]
     assert {value for _, value in windows} == {8.0}
     assert scalars["predict/window/gpu0/utilization_percent/mean"][0] == (2, 30.0)
+    assert len(event_files(tmp_path / "hardware" / "predict")) == 1  # the calls share a file
+
+
+def test_a_loop_of_calls_writes_one_file_that_tensorboard_reads_whole(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util.tensor_util import make_ndarray
+
+    clock = FakeClock()
+    monitor = GPUMonitor(tmp_path, interval=3600, clock=clock, sources=_gpu)
+    model = tiny_model()
+    x, _ = _inputs()
+    predict = lambda: model.predict(  # noqa: E731
+        x, batch_size=16, callbacks=[Batches(clock), monitor], verbose=0
+    )
+    for _ in range(5):
+        predict()
+    run = tmp_path / "hardware" / "predict"
+    (file,) = event_files(run)
+    reader = EventAccumulator(str(run))
+    reader.Reload()
+    seconds = [
+        (e.step, float(make_ndarray(e.tensor_proto))) for e in reader.Tensors("predict/seconds")
+    ]
+    assert seconds == [(step, 0.5) for step in range(5)]  # 4 batches of 0.125 s each call
+    # A file gone between calls (the user cleared the folder): the next call starts a new
+    # one, and its step counts on.
+    os.remove(file)
+    predict()
+    (second,) = event_files(run)
+    assert second != file
+    assert read_scalars(run)["predict/seconds"] == [(5, 0.5)]
 
 
 @pytest.mark.parametrize(

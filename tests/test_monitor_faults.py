@@ -44,6 +44,7 @@ def _monitor(log_dir, disk: FaultyDisk | None = None, **kwargs) -> GPUMonitor:
 
     class OnFaultyDisk(GPUMonitor):
         _create_event_file = staticmethod(disk.create)
+        _append_event_file = staticmethod(disk.append)
 
     return OnFaultyDisk(log_dir, interval=0.05, sources=_sources, **kwargs)
 

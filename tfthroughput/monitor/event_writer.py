@@ -1,11 +1,6 @@
 """The monitor's event files: written on a thread of their own, never lost, faults told once.
 
-Names: TensorFlow's writer names a file ``events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2``
-with its own counter ``<n>``; a file of ours named the same way would take the same name as one
-TensorFlow creates in the same folder within the same second (a diagnosis written beside the
-run), and one would replace the other. Ours end in ``.<pid>.tfthroughput-<n>.v2``, a name no
-TensorFlow writer makes, and are created exclusively: an existing file is never truncated, the
-next number is taken instead (two monitors in one folder, another process with the same pid).
+File names, creation and appending: :mod:`tfthroughput.monitor.event_files`.
 
 Hand-off: :meth:`EventWriter.write` puts the record in a bounded queue and returns; a daemon
 thread writes and flushes it. A slow or hung file system therefore never holds up a training
@@ -30,10 +25,8 @@ under the JAX backend.
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
-import socket
 import threading
 import time
 import warnings
@@ -45,6 +38,13 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.monitor.dashboard import layout_summary
+from tfthroughput.monitor.event_files import (
+    create_event_file,
+    create_new_file,
+    hold,
+    open_for_appending,
+    release,
+)
 from tfthroughput.monitor.events import scalar_summary
 from tfthroughput.monitor.write_faults import WriteFaults
 
@@ -54,46 +54,7 @@ QUEUE_LIMIT = 1000
 # How long `close` waits for the records still queued before it gives them up as lost.
 CLOSE_TIMEOUT_SECONDS = 10.0
 
-# Numbers the event files of this process, so that its files have distinct names even within
-# one second.
-_file_numbers = itertools.count()
 _STOP = object()
-
-
-def create_new_file(path: str) -> BinaryIO:
-    """Open ``path`` for writing, failing with ``FileExistsError`` if it exists: never truncate."""
-    return open(path, "xb")  # noqa: SIM115 - closed by the writer
-
-
-def event_file_name(number: int, seconds: float) -> str:
-    """``events.out.tfevents.<seconds>.<host>.<pid>.tfthroughput-<number>.v2``.
-
-    ``tf.summary``'s files end in ``.<pid>.<counter>.v2``: with ``tfthroughput-`` before the
-    number, no name of ours can be one of theirs.
-
-    Example:
-        >>> event_file_name(3, 1796000000.5).endswith(f".{os.getpid()}.tfthroughput-3.v2")
-        True
-    """
-    return "events.out.tfevents.%010d.%s.%d.tfthroughput-%d.v2" % (  # noqa: UP031 - TF's form
-        seconds,
-        socket.gethostname(),
-        os.getpid(),
-        number,
-    )
-
-
-def create_event_file(
-    folder: str, wall_time: float, create_file: Callable[[str], BinaryIO] = create_new_file
-) -> tuple[BinaryIO, str]:
-    """A new event file of this process in ``folder`` (which must exist), and its path: the
-    next number whose name no file has yet, so no existing file is ever truncated."""
-    while True:
-        path = os.path.join(folder, event_file_name(next(_file_numbers), wall_time))
-        try:
-            return create_file(path), path
-        except FileExistsError:
-            continue  # another writer has this name: take the next number
 
 
 def _serialized(**fields) -> bytes:
@@ -110,7 +71,12 @@ class EventWriter:
         run_dir: The run's folder, created if missing.
         log_dir: The ``log_dir`` argument, for the error message.
         create_file: Creates a new file for binary writing and fails if it exists. Defaults to
-            :func:`create_new_file`; tests inject file-system faults here.
+            :func:`~tfthroughput.monitor.event_files.create_new_file`; tests inject
+            file-system faults here, and in ``append_file``.
+        append_to: An event file of an earlier run to write on at its end (the call before,
+            of the same kind); a new file where it is gone or another writer holds it.
+        append_file: Opens ``append_to`` to write at its end. Defaults to
+            :func:`~tfthroughput.monitor.event_files.open_for_appending`.
         close_timeout: Seconds :meth:`close` waits for queued records. Defaults to
             :data:`CLOSE_TIMEOUT_SECONDS`.
         wall_clock: Seconds since the epoch, for file names and event times. Defaults to
@@ -131,6 +97,8 @@ class EventWriter:
         log_dir: str,
         *,
         create_file: Callable[[str], BinaryIO] = create_new_file,
+        append_to: str | None = None,
+        append_file: Callable[[str], BinaryIO] = open_for_appending,
         close_timeout: float = CLOSE_TIMEOUT_SECONDS,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
@@ -141,7 +109,9 @@ class EventWriter:
         self._create_file = create_file
         self._close_timeout = close_timeout
         try:
-            self._records, self.path = self._new_file()
+            taken_up = append_to is not None and self._take_up(append_to, append_file)
+            if not taken_up:
+                self._records, self.path = self._new_file()
         except OSError as error:
             raise ValueError(
                 f"`log_dir` is not writable ({error.strerror or error}); GPUMonitor needs to "
@@ -288,10 +258,24 @@ class EventWriter:
                 self._complete_bytes += _framed_size(self._layout)
         return self._records
 
+    def _take_up(self, path: str, append_file: Callable[[str], BinaryIO]) -> bool:
+        """Write on at the end of ``path``, if it exists and no other writer holds it."""
+        if not hold(path):
+            return False
+        try:
+            file = append_file(path)
+            self._complete_bytes = os.path.getsize(path)
+        except OSError:
+            release(path)  # gone, or no longer writable: a new file says why, if it cannot
+            return False
+        self._records, self.path = RecordWriter(file), path
+        return True
+
     def _new_file(self) -> tuple[RecordWriter, str]:
         """Create the next event file, with its version record written and flushed."""
         os.makedirs(self.run_dir, exist_ok=True)
         file, path = create_event_file(self.run_dir, self._wall_clock(), self._create_file)
+        hold(path)
         writer = RecordWriter(file)
         header = _serialized(wall_time=self._wall_clock(), file_version="brain.Event:2")
         try:
@@ -300,6 +284,7 @@ class EventWriter:
         except BaseException:
             _close_quietly(writer)
             _remove_quietly(path)  # no empty files left behind on a full disk
+            release(path)
             raise
         self._complete_bytes = _framed_size(header)
         return writer, path
@@ -316,6 +301,7 @@ class EventWriter:
                 os.truncate(self.path, self._complete_bytes)  # frees space: works on a full disk
             except OSError:
                 pass  # deleted meanwhile, or the file system is gone: nothing left to mend
+        release(self.path)
 
 
 def _framed_size(record: bytes) -> int:

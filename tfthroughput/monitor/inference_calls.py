@@ -8,7 +8,9 @@ measures the call as one epoch of batches, ended at ``on_test_end`` or ``on_pred
 Where it shows in TensorBoard: each kind writes into a run of its own,
 ``<log_dir>/<run_name>/evaluate`` and ``<log_dir>/<run_name>/predict``, with every tag under
 the call's name (``evaluate/examples_per_second``, ``predict/gpu0/utilization_percent/mean``),
-so no chart mixes inference with training. A call's figures are written at ``step`` = the
+so no chart mixes inference with training. Each call writes on at the end of the event file of
+the call of its kind before it (:mod:`tfthroughput.monitor.event_files`), so a loop of calls
+leaves one file, not one per call. A call's figures are written at ``step`` = the
 number of such calls the monitor measured before it (0, 1, ...); its windows
 (``evaluate/window/...``, with ``update_freq``) at ``step`` = batches of such calls completed
 so far, continuing across calls as training windows continue across epochs.
@@ -25,23 +27,29 @@ INFERENCE_PHASES = ("evaluate", "predict")
 
 class InferenceCalls:
     """The monitor's measured ``evaluate`` and ``predict`` calls: the one in progress, and how
-    many calls and batches of each kind came before (a plain value, copied with the monitor).
+    many calls and batches of each kind came before, and the event file each kind writes on
+    (plain values, copied with the monitor).
     """
 
     def __init__(self) -> None:
         self.run: LiveRun | None = None
         self.counts: dict[str, tuple[int, int]] = {}  # phase -> (calls, batches) so far
+        self.files: dict[str, str] = {}  # phase -> the event file of its last call
 
-    def begin(self, phase: str, start_run: Callable[[], LiveRun], steps: int | None) -> None:
+    def begin(
+        self, phase: str, start_run: Callable[[str | None], LiveRun], steps: int | None
+    ) -> None:
         """Start measuring a call.
 
         Args:
             phase: ``"evaluate"`` or ``"predict"``.
-            start_run: Makes the call's run, its sampler not yet started.
+            start_run: Makes the call's run, its sampler not yet started, writing on at the end
+                of the event file it is given (the last call's of this kind, or ``None``).
             steps: Keras's batches in the call, if known.
         """
         self.close()  # a call left by an exception, whose end hook never came
-        run = start_run()
+        run = start_run(self.files.get(phase))
+        self.files[phase] = run.writer.path
         calls, batches = self.counts.get(phase, (0, 0))
         run.begin_epoch(calls, batches, steps)
         run.sampler.start()

@@ -20,7 +20,7 @@ import keras
 from tfthroughput.hardware.discovery import default_sources
 from tfthroughput.hardware.source import MonitoringWarning
 from tfthroughput.hardware.window_stats import WindowStats
-from tfthroughput.monitor.event_writer import create_new_file
+from tfthroughput.monitor.event_files import create_new_file, open_for_appending
 from tfthroughput.monitor.example_count import ExampleCount, attach_to_fit
 from tfthroughput.monitor.execution_check import warn_partial_execution
 from tfthroughput.monitor.fit_watch import find_fit, fit_locals
@@ -67,8 +67,10 @@ class MonitorLifecycle(keras.callbacks.Callback):
     """The runs of one monitor: started by its begin hooks, ended by its end hooks or
     abandoned on the sampler thread. ``GPUMonitor.__init__`` sets the settings it reads."""
 
-    # Creates each event file; a seam where tests inject file-system faults (in a subclass).
+    # Create each event file, and open one to append to; seams where tests inject file-system
+    # faults (in a subclass).
     _create_event_file = staticmethod(create_new_file)
+    _append_event_file = staticmethod(open_for_appending)
 
     def _reset_live_state(self) -> None:
         for name, value in _unstarted_state().items():
@@ -165,6 +167,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
             select=self._selected,
             sources=self._source_factory or (lambda: default_sources(self.hardware_metrics)),
             create_file=self._create_event_file,
+            append_file=self._append_event_file,
         )
 
     def _begin_call(self, phase: str) -> None:
@@ -173,7 +176,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
         count = self._call_count(phase)
         self._calls.begin(
             phase,
-            lambda: start_run(
+            lambda append_to: start_run(
                 self._run_settings(),
                 os.path.join(self.run_dir, phase),
                 call,
@@ -183,6 +186,7 @@ class MonitorLifecycle(keras.callbacks.Callback):
                 on_abandoned=self._abandon,
                 on_sample=self._window_tick,
                 phase=phase,
+                append_to=append_to,
             ),
             self.params.get("steps") if self.params else None,
         )

@@ -40,6 +40,7 @@ class RunSettings:
         select: Keeps the statistics of the metrics the monitor was asked for.
         sources: Makes the sources to sample, once per run.
         create_file: Creates each event file (the monitor's seam for file-system faults).
+        append_file: Opens an event file to append to (the same seam).
     """
 
     log_dir: str
@@ -50,6 +51,7 @@ class RunSettings:
     select: Callable[[WindowStats], WindowStats]
     sources: Callable[[], Iterable[Source]]
     create_file: Callable[[str], BinaryIO]
+    append_file: Callable[[str], BinaryIO]
 
 
 def start_run(
@@ -65,6 +67,7 @@ def start_run(
     placement: Placement | None = None,
     phase: str | None = None,
     sinks: Sequence[Sink] = (),
+    append_to: str | None = None,
 ) -> LiveRun:
     """A run writing into ``run_dir``, its sampler made but not started.
 
@@ -87,11 +90,19 @@ def start_run(
         phase: ``None`` for a ``fit``; ``"evaluate"`` or ``"predict"`` for such a call.
         sinks: The user's sinks, opened for this run after its TensorBoard writer (a ``fit``'s;
             an ``evaluate`` or ``predict`` call outside ``fit`` writes to TensorBoard only).
+        append_to: The event file to write on at its end, if it can
+            (:mod:`tfthroughput.monitor.event_files`); else a new one.
 
     Raises:
         ValueError: If ``run_dir`` cannot be written.
     """
-    writer = EventWriter(run_dir, settings.log_dir, create_file=settings.create_file)
+    writer = EventWriter(
+        run_dir,
+        settings.log_dir,
+        create_file=settings.create_file,
+        append_to=append_to,
+        append_file=settings.append_file,
+    )
     fan_out = SinkFanOut([TensorBoardSink(writer), *sinks])
     run = LiveRun(
         writer,

@@ -1,7 +1,7 @@
 """Entries for TensorBoard's Text tab, written at once into a new event file of their own.
 
 The package writes event files one way: TensorBoard's own pure-Python record writer on a file
-made by :func:`~tfthroughput.monitor.event_writer.create_event_file`. That needs no TensorFlow
+made by :func:`~tfthroughput.monitor.event_files.create_event_file`. That needs no TensorFlow
 (so it works under every Keras backend), and the file's name is one no ``tf.summary`` writer
 makes, created exclusively, so nobody's file is ever replaced. The monitor streams its records
 through :class:`~tfthroughput.monitor.event_writer.EventWriter`'s thread; the few entries
@@ -19,7 +19,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 from tensorboard.plugins.text import metadata as text_metadata
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tfthroughput.monitor.event_writer import create_event_file
+from tfthroughput.monitor.event_files import create_event_file
 
 _DT_STRING = 7
 
