@@ -1,12 +1,14 @@
 """diagnose and tune on a subclassed model with its own train_step, metric trackers and an
 optimizer only, on unlabeled data (x only): the shape of autoencoder, VAE, GAN and contrastive
-examples. Real fits on tiny models; decisions asserted, never timings."""
+examples. Real fits on tiny models, tune's timed on an injected clock charged known costs per
+call of the train function; decisions asserted, never timings."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 import pytest
+from fakes import CostClock, charge_calls
 from user_models import build_autoencoder, build_two_losses, unlabeled, unlabeled_dataset
 
 from tfthroughput import diagnose, tune
@@ -61,8 +63,15 @@ def test_diagnose_restores_a_trained_custom_model_exactly():
 @pytest.mark.parametrize("data", ["dataset", "arrays"])
 def test_tune_on_an_unlabeled_custom_train_step_keeps_the_loss(data):
     given = unlabeled_dataset() if data == "dataset" else unlabeled()
+    # Each call of the train function costs a known time on the injected clock, so each
+    # comparison settles in its first rounds instead of running on through the noise.
+    clock = CostClock()
     result = tune(
-        build_autoencoder, given, batch_size=None if data == "dataset" else 16, **SMALL_TUNE
+        lambda: charge_calls(build_autoencoder(), clock, launch=0.01, per_step=0.001),
+        given,
+        batch_size=None if data == "dataset" else 16,
+        clock=clock,
+        **SMALL_TUNE,
     )
 
     statuses = [trial.status for trial in result.trials]
@@ -76,7 +85,14 @@ def test_tune_on_an_unlabeled_custom_train_step_keeps_the_loss(data):
 
 
 def test_tune_compares_the_first_metric_when_the_model_reports_no_loss_and_says_so():
-    result = tune(build_two_losses, unlabeled_dataset(), pipeline=False, **SMALL_TUNE)
+    clock = CostClock()
+    result = tune(
+        lambda: charge_calls(build_two_losses(), clock, launch=0.01, per_step=0.001),
+        unlabeled_dataset(),
+        pipeline=False,
+        clock=clock,
+        **SMALL_TUNE,
+    )
 
     note = (
         "no `loss` in what the model reports: the loss check compares `reconstruction_loss` instead"

@@ -709,15 +709,17 @@ def test_a_trials_fit_runs_at_most_8_frames_below_tune():
                 depths["search"].append(depth)
             return super().fit(*args, **kwargs)
 
+    clock = CostClock()  # known costs: the comparisons settle in their first rounds
+
     def build() -> keras.Model:
         inputs = keras.Input((16,))
         model = Counted(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
         model.compile(optimizer="sgd", loss="mse")
-        return model
+        return charge_calls(model, clock, launch=0.01, per_step=0.001)
 
     # steps_per_execution's line alone: a search, a loss check and a confirmation are all it
     # takes to see every kind of fit.
-    tune(build, arrays(), batch_size=16, xla=False, pipeline=False, **QUICK)
+    tune(build, arrays(), batch_size=16, xla=False, pipeline=False, clock=clock, **QUICK)
     assert all(depths[part] for part in ("search", "confirmation's start", "confirmation's rounds"))
     assert max(depths["search"]) <= 8, depths
     assert max(depths["confirmation's start"]) <= 8, depths
