@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping
 
 from tfthroughput.monitor.live_run import LiveRun
 
-INFERENCE_PHASES = ("evaluate", "predict")
-
 
 class InferenceCalls:
     """The monitor's measured ``evaluate`` and ``predict`` calls: the one in progress, and how

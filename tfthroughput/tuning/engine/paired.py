@@ -35,8 +35,6 @@ MIN_GAIN = 0.03
 NARROW = 0.07
 # Most rounds a comparison runs.
 MAX_ROUNDS = 15
-# Fewest rounds whose interval reaches COVERAGE: 5 (the min and max cover 93.75 %).
-MIN_DECISIVE_ROUNDS = 5
 
 FASTER = "faster"
 NOT_SHOWN = "not shown faster"
