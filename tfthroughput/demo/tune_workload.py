@@ -7,8 +7,8 @@ from typing import Any
 
 
 def demo_workload() -> dict[str, Any]:
-    """A launch-bound workload, for the demo and as an example of the contract: the 32-64-1
-    MLP of issue 17 at batch 16 on 2,048 in-memory examples.
+    """A launch-bound workload, for the demo and as an example of the contract: a 32-64-1 MLP
+    at batch 16 on 2,048 in-memory examples, whose steps are too small to keep a device busy.
 
     Example:
         tfthroughput tune tfthroughput.demo.tune_workload:demo_workload --budget 30
