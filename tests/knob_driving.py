@@ -1,13 +1,15 @@
 """Drives one of tune's knobs (tuning/knobs/) by hand: a knob is a generator of proposals, sent
 here the trials a known speed table gives, with a read-only view of a fake search whose best
 moves as the engine's. No model, no engine: what a knob proposes, in which order, and when
-it stops."""
+it stops. Also drives a workload's judgement that asks for runners first (``judged``)."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 from tfthroughput.tuning.engine.contract import BestSoFar, Mode, Proposal, SearchSettings
+from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.engine.verdict import FAILED, FASTER, NOT_FASTER
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -95,3 +97,21 @@ def spe(*values, jit=False, **changes):
 def proposal(value):
     """The given setup at ``steps_per_execution=value``, proposed."""
     return Proposal(GIVEN.with_(steps_per_execution=value))
+
+
+def judged(judgement):
+    """The trial a workload's ``judge`` gave, starting each runner it asked for first and
+    sending back whether it started, as the search does."""
+    if not inspect.isgenerator(judgement):
+        return judgement
+    started = None
+    while True:
+        try:
+            runner = judgement.send(started)
+        except StopIteration as done:
+            return done.value
+        try:
+            runner.start()
+            started = True
+        except TrialFailed:
+            started = False

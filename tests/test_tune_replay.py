@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from fakes import CostClock, charge_calls
+from knob_driving import judged
 
 from tfthroughput.tuning import tune
 from tfthroughput.tuning.result import FASTER, REJECTED
@@ -314,7 +315,7 @@ def measured_check(measured_tolerance: float, candidate_loss: float, centre: flo
     view = SimpleNamespace(base_runner=SimpleNamespace(warmup_loss=1.0))
     rebuilt = SimpleNamespace(pipeline=True, augment_on_device=False, batch_size=8)
     runner = SimpleNamespace(warmup_loss=candidate_loss)
-    return loss_check(workload, view, rebuilt, runner, same_arithmetic=True)
+    return judged(loss_check(workload, view, rebuilt, runner, same_arithmetic=True))
 
 
 @pytest.mark.parametrize(

@@ -56,8 +56,10 @@ class Runner(TrialRunner):
         self.seconds, self.fails, self.closed = seconds, fails, False
         self.examples_per_step = 8
         self.stacks: list[set[str]] = []
+        self.start_stack: set[str] = set()
 
     def start(self, *, user_model_errors=False):
+        self.start_stack = {frame.function for frame in inspect.stack()}
         if self.fails:
             raise TrialFailed("out of memory")
 
@@ -160,6 +162,29 @@ def test_a_knob_is_sent_each_judged_trial_and_is_off_the_stack_while_it_runs():
     timed = [stack for runner in engine.workload.runners for stack in runner.stacks]
     assert timed and all("run" in stack for stack in timed)
     assert not any("steps_per_execution_knob" in stack for stack in timed)
+
+
+def test_a_judge_may_ask_for_runners_which_the_search_starts_with_the_judge_suspended():
+    class AsksForRunners(KnownCosts):
+        asked: list = []
+
+        def judge(self, view, proposal, runner, comparison):
+            # Two runners, the second failing to start: the judge hears which started.
+            for fails in (False, True):
+                extra = Runner(proposal.setup, self.clock, 0.0, fails=fails)
+                started = yield extra
+                self.asked.append((extra, started))
+            return super().judge(view, proposal, runner, comparison)
+
+    engine = search(workload=AsksForRunners)
+    result = engine.run()
+
+    statuses = [(t.setup.steps_per_execution, t.status) for t in result["trials"]]
+    assert statuses == [(1, BASELINE), (2, FASTER), (4, NOT_FASTER), (8, FAILED)]
+    asked = AsksForRunners.asked
+    assert [started for _, started in asked] == [True, False] * 2  # 8 fails before its judge
+    for extra, _ in asked:  # started by the search itself, the judge off the stack
+        assert "trial" in extra.start_stack and "judge" not in extra.start_stack
 
 
 def test_a_knob_is_sent_none_once_the_budget_is_spent():

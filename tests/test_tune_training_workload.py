@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from fakes import CostClock, charge_calls
+from knob_driving import judged
 from tiny_models import float32_policy  # noqa: F401 - fixture
 
 from tfthroughput.tuning.engine.contract import BestSoFar, Proposal, SearchView
@@ -145,7 +146,7 @@ def test_a_trial_is_judged_by_its_speed_and_its_loss_against_the_baselines():
     more_steps = Proposal(BASE.with_(steps_per_execution=4), "steps_per_execution=4")
     runner = work.candidate(view, more_steps)
     runner.start()
-    trial = work.judge(view, more_steps, runner, faster_twice())
+    trial = judged(work.judge(view, more_steps, runner, faster_twice()))
     assert isinstance(trial, TuneTrial) and trial.status == FASTER
     assert (trial.label, trial.ratio, trial.rounds, trial.reason) == (
         "steps_per_execution=4",
@@ -166,7 +167,7 @@ def test_a_trial_is_judged_by_its_speed_and_its_loss_against_the_baselines():
     wider = Proposal(BASE.with_(batch_size=32), "batch_size=32")
     runner = work.candidate(view, wider)
     runner.start()
-    trial = work.judge(view, wider, runner, faster_twice())
+    trial = judged(work.judge(view, wider, runner, faster_twice()))
     assert trial.status == FASTER
     assert trial.reason == "learning dynamics change (fewer, larger steps per epoch)"
     check = trial.loss_check
@@ -183,7 +184,7 @@ def test_a_faster_trial_whose_loss_diverges_is_rejected():
     bfloat16 = Proposal(BASE.with_(policy="mixed_bfloat16"), "policy=mixed_bfloat16")
     runner = work.candidate(view, bfloat16)
     runner.start()
-    trial = work.judge(view, bfloat16, runner, faster_twice())
+    trial = judged(work.judge(view, bfloat16, runner, faster_twice()))
     assert (trial.status, trial.ratio) == (REJECTED, 2.0)
     check = trial.loss_check
     assert not check.same_arithmetic and check.tolerance == 1e-6
@@ -201,7 +202,7 @@ def test_the_probe_is_the_baselines_own_model_and_never_judged():
     assert runner.steps == work.timed_steps
     runner.start()
     assert runner.model is base.model
-    trial = work.judge(view, probe, runner, faster_twice())
+    trial = judged(work.judge(view, probe, runner, faster_twice()))
     assert (trial.status, trial.loss_check, trial.memory_mib) == (PROBE, None, None)
     runner.close()
     base.close()

@@ -139,7 +139,10 @@ class Workload:
         raise NotImplementedError
 
     def judge(self, view: SearchView, proposal: Proposal, runner: Any, comparison) -> Any:
-        """The trial of a started and compared runner: its math checked, its status."""
+        """The trial of a started and compared runner: its math checked, its status. Or a
+        generator that yields runners it needs started first (the loss check's passes of the
+        input), is sent whether each started, and returns the trial: the search starts them,
+        so their fits run as near ``tune`` as a trial's own."""
         raise NotImplementedError
 
     def confirmation(self, view: SearchView, candidates: list, most: float) -> ConfirmationPlan:

@@ -6,8 +6,9 @@ A knob (``knobs/``) is a strategy: a generator given a read-only :class:`SearchV
 yields the :class:`Proposal` s it wants tried and is sent each judged trial back (``None``
 once the budget is spent). It is off the stack while a trial runs; the search alone runs
 trials. A :class:`Workload` is what a mode brings (``training/``, ``inference/``): its
-runners, the judgement of a compared runner, the confirmation, the result, and its knobs. The
-rules live here once:
+runners, the judgement of a compared runner (which may ask for more runners, started here
+with the judge suspended alike), the confirmation, the result, and its knobs. The rules live
+here once:
 
 - A trial is skipped when the time left is less than 1.25 times the cost of the dearest of the
   last three trials (``verdict.over_budget``).
@@ -20,6 +21,7 @@ rules live here once:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import statistics
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
@@ -160,6 +162,19 @@ class Search:
                 more=self._more,
             )
             trial = self.workload.judge(self.view, proposal, runner, comparison)
+            if inspect.isgenerator(trial):  # it asks for runners first: started here, not under it
+                judging, started = trial, None
+                while True:
+                    try:
+                        needed = judging.send(started)
+                    except StopIteration as judged:
+                        trial = judged.value
+                        break
+                    try:
+                        needed.start()
+                        started = True
+                    except TrialFailed:
+                        started = False
         except TrialFailed as error:
             trial = self.workload.trial_type(setup, proposal.label, FAILED, reason=str(error))
             comparison = None

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple
 
 import keras
 import numpy as np
 
 from tfthroughput._validation import leading_dimension
-from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.training.data import TrainingData
 from tfthroughput.tuning.training.fit_runner import FitRunner
 from tfthroughput.tuning.training.loss_check import (
@@ -129,13 +128,14 @@ def replayed_for(workload: Any, setup: Any) -> dict | None:
 
 def loss_check(
     workload: Any, view: Any, setup: Any, runner: FitRunner, same_arithmetic: bool
-) -> LossCheck:
+) -> Generator[FitRunner, bool, LossCheck]:
     """A trial's warm-up loss against the baseline's: exactly where the arithmetic is the same
     (else within ``loss_tolerance``); where an exact check fails, within the bound measured
     from the input's own variation (:func:`measured_tolerance`: against the mean of the
     baseline's losses over passes of the input), and never tighter than ``loss_tolerance``: a
     changed random stream is held as precision and device augmentation are, or looser where
-    the input itself varies more."""
+    the input itself varies more. A generator, as a judge may be (``engine.contract``): it
+    yields the runners of those passes for the search to start."""
     basis = REPLAYED if replayed_for(workload, setup) is not None else OWN_PASS
     tolerance = EXACT_TOLERANCE if same_arithmetic else workload.settings.loss_tolerance
     losses = (view.base_runner.warmup_loss, runner.warmup_loss, same_arithmetic)
@@ -144,19 +144,22 @@ def loss_check(
         # The rebuilt pipeline of arrays shuffles them as fit does: held to shuffled passes.
         data = getattr(workload, "data", None)
         shuffled = bool(setup.pipeline) and getattr(data, "shuffled_by_fit", False)
-        centre, measured = measured_tolerance(workload, view, shuffled=shuffled)
+        centre, measured = yield from measured_tolerance(workload, view, shuffled=shuffled)
         if measured > EXACT_TOLERANCE:
             tolerance = max(measured, workload.settings.loss_tolerance)
             check = LossCheck(centre, runner.warmup_loss, True, tolerance, MEASURED)
     return check
 
 
-def measured_tolerance(workload: Any, view: Any, *, shuffled: bool = False) -> Variation:
+def measured_tolerance(
+    workload: Any, view: Any, *, shuffled: bool = False
+) -> Generator[FitRunner, bool, Variation]:
     """The loss over a pass of the input and the difference its own variation explains,
     measured once per search (:func:`prediction_bound`): the baseline rebuilt and warmed up
     on :data:`VARIATION_PASSES` fresh passes of the input, its random stream reseeded, with
     its loss on the replayed batches (with ``shuffled``, arrays shuffled as ``fit`` shuffles
-    them, and without the replayed batches, which are not)."""
+    them, and without the replayed batches, which are not). Yields each pass's runner to be
+    started, and is sent whether it started."""
     attribute = "shuffled_tolerance" if shuffled else "measured_tolerance"
     if getattr(workload, attribute, None) is None:
         losses = []
@@ -169,10 +172,8 @@ def measured_tolerance(workload: Any, view: Any, *, shuffled: bool = False) -> V
                 None, workload.build_model, feed, steps=workload.steps, callbacks=(reseed,)
             )
             try:
-                runner.start()
-                losses.append(runner.warmup_loss)
-            except TrialFailed:
-                pass
+                if (yield runner):
+                    losses.append(runner.warmup_loss)
             finally:
                 runner.close()
         replayed = [] if shuffled else [view.base_runner.warmup_loss]

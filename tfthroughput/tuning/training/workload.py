@@ -14,7 +14,7 @@ on it). The confirmation's piece of work is a whole ``fit`` epoch (``whole_epoch
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,15 +181,16 @@ class TrainingWorkload(Workload):
 
     def judge(
         self, view: SearchView, proposal: Proposal, runner: FitRunner, comparison: Any
-    ) -> TuneTrial:
+    ) -> Generator[FitRunner, bool, TuneTrial]:
         """The trial: a probe is never judged; else its warm-up loss against the baseline's
-        (exactly where the arithmetic is the same: :func:`same_arithmetic_as`)."""
+        (exactly where the arithmetic is the same: :func:`same_arithmetic_as`). A generator:
+        the loss check may ask for passes of the input (``replay.loss_check``)."""
         setup, check = proposal.setup, None
         if proposal.probe:
             status = PROBE
         else:
             same = same_arithmetic_as(view.base, setup)
-            check = replay.loss_check(self, view, setup, runner, same)
+            check = yield from replay.loss_check(self, view, setup, runner, same)
             status = speed_status(comparison) if check.passed else REJECTED
         figures = runner.figures()
         if setup.batch_size != view.base.batch_size:
