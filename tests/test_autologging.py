@@ -73,6 +73,30 @@ def test_each_call_gets_its_own_named_run_and_validation_is_not_a_second_call(au
     assert monitored_calls()[2].run_dir == os.path.join(autologged, "evaluate-1", "evaluate")
 
 
+def test_a_models_predict_calls_in_a_loop_are_one_run_with_a_step_per_call(autologged):
+    model, other = tiny_model(), tiny_model()
+    x, _ = data()
+    for _ in range(3):
+        model.predict(x, batch_size=BATCH_SIZE, verbose=0)
+    other.predict(x, batch_size=BATCH_SIZE, verbose=0)  # another model: a run of its own
+    model.evaluate(x, x[:, :1], batch_size=BATCH_SIZE, verbose=0)  # another kind: the same
+
+    assert _runs(autologged) == ["evaluate-1/evaluate", "predict-1/predict", "predict-2/predict"]
+    calls = read_scalars(autologged / "predict-1" / "predict")["predict/seconds"]
+    assert [step for step, _ in calls] == [0, 1, 2]
+    assert len(event_files(autologged / "predict-1" / "predict")) == 1
+    assert read_scalars(autologged / "predict-2" / "predict")["predict/seconds"][0][0] == 0
+    assert [(call.kind, call.name) for call in monitored_calls()] == [
+        ("predict", "predict-1"),
+        ("predict", "predict-2"),
+        ("evaluate", "evaluate-1"),
+    ]
+    # New settings: the model's next call gets a monitor made with them, in a run of its own.
+    tfthroughput.autolog(log_dir=autologged, interval=0.05, sources=_one_gpu)
+    model.predict(x, batch_size=BATCH_SIZE, verbose=0)
+    assert "predict-3/predict" in _runs(autologged)
+
+
 def test_a_call_with_its_own_monitor_is_left_as_it_is(autologged, tmp_path):
     own = GPUMonitor(tmp_path / "own", interval=0.05, sources=_one_gpu)
     fit(tiny_model(), [own], epochs=1)
@@ -101,7 +125,7 @@ def test_on_a_cluster_every_worker_names_the_same_call_alike(autologged, monkeyp
     """Workers share the folder: the one that starts second must not skip to fit-2."""
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}}')
     os.makedirs(autologged / "fit-1")  # as the other worker made it a moment before
-    monitor = autologging._settings.monitor_for("fit", [])
+    monitor = autologging._settings.monitor_for("fit", [], tiny_model())
     assert (monitor.log_dir, monitor.run_name) == (str(autologged), "fit-1")
 
 
@@ -134,7 +158,7 @@ def test_autolog_twice_patches_once_and_disable_restores_the_same_objects(tmp_pa
 
 
 def test_a_fault_in_the_patch_is_one_warning_and_the_call_runs(tmp_path):
-    def broken(kind, callbacks):
+    def broken(kind, callbacks, model):
         raise RuntimeError("cannot build a monitor")
 
     keras_patch.patch(broken)

@@ -80,7 +80,7 @@ def test_nothing_is_changed_where_the_baseline_was_kept():
 
 def test_later_fits_of_the_same_model_get_the_batch_size_and_other_models_do_not():
     model, other = _model(), _model()
-    keras_patch.patch(lambda kind, callbacks: None)
+    keras_patch.patch(lambda kind, callbacks, model: None)
     try:
         keras_patch.set_call_hook(later_calls_hook("fit", model, _result(batch_size=8)))
         x, y = np.ones((16, 2), "float32"), np.ones((16, 1), "float32")
@@ -96,7 +96,7 @@ def test_later_fits_of_the_same_model_get_the_batch_size_and_other_models_do_not
 
 def test_later_predicts_of_the_same_model_get_the_batch_size():
     model = _model()
-    keras_patch.patch(lambda kind, callbacks: None)
+    keras_patch.patch(lambda kind, callbacks, model: None)
     try:
         keras_patch.set_call_hook(later_calls_hook("predict", model, _result(batch_size=8)))
         steps = _PredictBatches()

@@ -14,7 +14,7 @@ from tfthroughput.monitor.call_capture import CaptureStopsTheScript, capture  # 
 
 @pytest.fixture
 def patched():
-    keras_patch.patch(lambda kind, callbacks: None)
+    keras_patch.patch(lambda kind, callbacks, model: None)
     yield
     keras_patch.unpatch()
 

@@ -84,7 +84,7 @@ def _run_to_call(target, script_args: list[str], kind: str, number: int):
         taken.append(call)
         raise CaptureStopsTheScript
 
-    keras_patch.patch(lambda kind, callbacks: None)  # no monitors: only the hook is wanted
+    keras_patch.patch(lambda kind, callbacks, model: None)  # no monitors: the hook only
     capture(kind, number, on_call)
     try:
         ending = run_target(target, script_args)

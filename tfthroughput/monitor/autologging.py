@@ -12,6 +12,7 @@ removes the patch where the method was inherited). The calling of the patched me
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
@@ -57,10 +58,14 @@ class _Settings:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Every monitor of the calls, held weakly: a run left open is held by its sampler thread.
     monitors: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    # Each model's evaluate and predict monitors by (kind, log_dir), held weakly with the model.
+    inference: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
-    def monitor_for(self, kind: str, callbacks: list) -> GPUMonitor | None:
-        """A new monitor for one call, in a run folder of its own named after the call; None
-        where the call has one (noted, so the call is still summarised)."""
+    def monitor_for(self, kind: str, callbacks: list, model: object) -> GPUMonitor | None:
+        """The monitor for one call, in a run folder named after the call: a new one for each
+        ``fit``; for ``evaluate`` and ``predict`` the one of the model's earlier calls of that
+        kind, if it is not measuring one now, so a loop of calls is one run with a step per
+        call. None where the call has one (noted, so the call is still summarised)."""
         own = next((callback for callback in callbacks if isinstance(callback, GPUMonitor)), None)
         if own is not None:
             self._note_own(kind, own)
@@ -68,6 +73,9 @@ class _Settings:
             return None
         with self.lock:
             log_dir = _tensorboard_log_dir(callbacks) or self.log_dir
+            kept = self._kept(model, kind, log_dir)
+            if kept is not None:
+                return kept
             options = self.options
             taken = {call.name for call in self.calls if call.log_dir == log_dir}
             number = 1
@@ -83,7 +91,21 @@ class _Settings:
             self.calls.append(call)
         monitor = GPUMonitor(log_dir=log_dir, run_name=call.name, **options)
         self.monitors.add(monitor)
+        if kind != "fit":
+            with contextlib.suppress(TypeError):  # a model that cannot be held weakly
+                self.inference.setdefault(model, {})[kind, log_dir] = monitor
         return monitor
+
+    def _kept(self, model: object, kind: str, log_dir: str) -> GPUMonitor | None:
+        """The model's monitor of its earlier ``kind`` calls into ``log_dir``, unless it is
+        measuring one now (another thread's call gets a run of its own). Holds the lock."""
+        if kind == "fit":
+            return None
+        try:
+            kept = self.inference.get(model, {}).get((kind, log_dir))
+        except TypeError:
+            return None
+        return None if kept is None or kept._measuring_a_call() else kept
 
     def _note_own(self, kind: str, monitor: GPUMonitor) -> None:
         call = MonitoredCall(kind, monitor.run_name, os.fspath(monitor.log_dir), own_monitor=True)
@@ -101,12 +123,14 @@ def autolog(
 ) -> None:
     """Give every Keras ``fit``, ``evaluate`` and ``predict`` from now on a ``GPUMonitor``.
 
-    Each call gets a new monitor, first in a copy of its callbacks, writing the run
-    ``<log_dir>/fit-1`` (``fit-2``, ``evaluate-1``, ``predict-1``, ...; a number whose folder
-    exists already is skipped); a call that has a ``keras.callbacks.TensorBoard`` writes beside
-    it, in its ``log_dir``, so both show in one TensorBoard. A call that already has a
-    ``GPUMonitor`` is left as it is, and so is the validation ``evaluate`` that ``fit`` runs
-    inside itself. Calling ``autolog`` again keeps one patch and takes the new settings.
+    Each ``fit`` gets a new monitor, first in a copy of its callbacks, writing the run
+    ``<log_dir>/fit-1`` (``fit-2``, ...; a number whose folder exists already is skipped); the
+    ``evaluate`` calls of one model share one (``evaluate-1``, a step per call), and so do its
+    ``predict`` calls (``predict-1``), so a loop of calls is one run. A call that has a
+    ``keras.callbacks.TensorBoard`` writes beside it, in its ``log_dir``, so both show in one
+    TensorBoard. A call that already has a ``GPUMonitor`` is left as it is, and so is the
+    validation ``evaluate`` that ``fit`` runs inside itself. Calling ``autolog`` again keeps
+    one patch and takes the new settings.
 
     Args:
         log_dir: Folder the runs go into. Defaults to ``"logs/tfthroughput"``.
@@ -140,6 +164,7 @@ def autolog(
     else:  # autolog again: the same calls so far, the new settings from now on
         with _settings.lock:
             _settings.log_dir, _settings.options = os.fspath(log_dir), dict(monitor_options)
+            _settings.inference.clear()  # the calls from now on get monitors of the new settings
     keras_patch.patch(_monitor_for_call)
 
 
@@ -163,9 +188,9 @@ def finish_left_calls() -> None:
         monitor._close_if_left()
 
 
-def _monitor_for_call(kind: str, callbacks: list) -> GPUMonitor | None:
+def _monitor_for_call(kind: str, callbacks: list, model: object) -> GPUMonitor | None:
     settings = _settings
-    return None if settings is None else settings.monitor_for(kind, callbacks)
+    return None if settings is None else settings.monitor_for(kind, callbacks, model)
 
 
 def _on_a_cluster() -> bool:

@@ -4,10 +4,10 @@ Keras 3's real methods are the backend trainer's (``TensorFlowTrainer.fit``,
 ``JAXTrainer.fit``), inherited by ``keras.Model``; the patch is set on ``keras.Model`` itself,
 so it reaches every model, and removing it lets the inherited method show through again (a
 method ``keras.Model`` defined itself is put back as the same object). Each call the user
-makes asks a ``monitor_for(kind, callbacks)`` function for a monitor and runs the original with
-a copy of the callbacks, the monitor first (or unchanged where it gives none). Faults of that
-preparation become one ``MonitoringWarning`` per method and the original runs with the user's
-own arguments; the original's errors are never caught.
+makes asks a ``monitor_for(kind, callbacks, model)`` function for a monitor and runs the
+original with a copy of the callbacks, the monitor first (or unchanged where it gives none).
+Faults of that preparation become one ``MonitoringWarning`` per method and the original runs
+with the user's own arguments; the original's errors are never caught.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _MISSING = object()
 
 # What keras.Model held before the patch: the method object, or _MISSING where inherited.
 _originals: dict[str, object] = {}
-_monitor_for: Callable[[str, list], object] | None = None
+_monitor_for: Callable[[str, list, object], object] | None = None
 # Calls made inside a monitored call (fit's own validation evaluate, a subclass's fit calling
 # super().fit, a callback's predict) are part of that call's measurement.
 _inside = threading.local()
@@ -37,7 +37,7 @@ _warned: set[str] = set()
 _call_hook: Callable[[str, object, inspect.BoundArguments], None] | None = None
 
 
-def patch(monitor_for: Callable[[str, list], object]) -> None:
+def patch(monitor_for: Callable[[str, list, object], object]) -> None:
     """Install the patch (once; a second call only replaces ``monitor_for``)."""
     global _monitor_for
     import keras
@@ -150,7 +150,7 @@ def _with_monitor(name, signature, model, args, kwargs) -> inspect.BoundArgument
         callbacks = []
     elif not isinstance(callbacks, (list, tuple)):  # a CallbackList Keras built: not the user's
         return None
-    monitor = monitor_for(name, list(callbacks))
+    monitor = monitor_for(name, list(callbacks), model)
     if monitor is not None:
         bound.arguments["callbacks"] = [monitor, *callbacks]
     return bound

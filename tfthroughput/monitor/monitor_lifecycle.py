@@ -191,6 +191,10 @@ class MonitorLifecycle(keras.callbacks.Callback):
             self.params.get("steps") if self.params else None,
         )
 
+    def _measuring_a_call(self) -> bool:
+        """Whether an ``evaluate`` or ``predict`` call outside ``fit`` is being measured."""
+        return self._calls.run is not None
+
     def _waited(
         self, count: ExampleCount | None, phase: str, multi_worker: bool
     ) -> Callable[[], float | None] | None:
