@@ -52,6 +52,11 @@ def test_lines_state_epochs_steady_throughput_with_range_gpus_and_host():
         "  GPU busy: not measured (no NVIDIA GPU, driver or NVML library here); "
         "host CPU: not measured",
     ]
+    # A run of several calls (a monitor passed to each, or autolog's for a model's loop).
+    looped = summary(kind="predict", epochs=20, throughput=(2400.0, 2600.0))
+    assert (
+        looped.lines()[0] == "predict-1: 20 calls, 2,500 examples/s, calls 2+ (range 2,400-2,600)"
+    )
     assert summary(epochs=0, throughput=()).lines()[0] == "fit-1: 0 epochs, examples/s not logged"
     assert summary(epochs=0, throughput=()).reading() == "no epoch ended, so nothing was measured"
 

@@ -31,7 +31,8 @@ class CallSummary:
     Attributes:
         kind: ``"fit"``, ``"evaluate"`` or ``"predict"``.
         name: The run's name, e.g. ``"fit-1"``.
-        epochs: Epochs measured (1 for an ``evaluate`` or ``predict`` call, 0 if none ended).
+        epochs: Epochs measured; for ``evaluate`` or ``predict``, the calls its run measured
+            (a monitor passed to several, or autolog's for a model's calls), 0 if none ended.
         examples_per_second: Steady examples/s, each epoch after the first when there are
             two or more (:func:`~tfthroughput.report.steady_epochs.steady_epochs`).
         gpu_percent: ``{gpu<i>: steady median GPU-Util}``; empty where no GPU was sampled.
@@ -77,9 +78,10 @@ class CallSummary:
 
     def lines(self) -> list[str]:
         """The call's lines of the summary."""
-        epochs = f"{self.epochs} epoch{'s' * (self.epochs != 1)}"
-        if self.kind != "fit":
-            epochs = "1 call" if self.epochs else "no call ended"
+        unit = "epoch" if self.kind == "fit" else "call"
+        epochs = f"{self.epochs} {unit}{'s' * (self.epochs != 1)}"
+        if self.kind != "fit" and not self.epochs:
+            epochs = "no call ended"
         return [
             f"{self.name}: {epochs}, {self._throughput()}",
             f"  GPU busy: {self._gpus()}; host CPU: {_percent(self.host_cpu_percent)}",
@@ -91,7 +93,8 @@ class CallSummary:
         if median is None:
             return "examples/s not logged"
         values = self.examples_per_second
-        which = "epochs 2+" if self.kind == "fit" and self.epochs >= 2 else "all"
+        unit = "epochs" if self.kind == "fit" else "calls"
+        which = f"{unit} 2+" if self.epochs >= 2 else "all"
         spread = f" (range {min(values):,.0f}-{max(values):,.0f})" if len(values) > 1 else ""
         return f"{median:,.0f} examples/s, {which}{spread}"
 
