@@ -27,7 +27,8 @@ DEFAULT_LOG_DIR = os.path.join("logs", "tfthroughput")
 
 @dataclass(frozen=True)
 class MonitoredCall:
-    """One ``fit``, ``evaluate`` or ``predict`` call autolog gave a monitor.
+    """A run autolog gave a monitor: one ``fit``, or one model's ``evaluate`` (or ``predict``)
+    calls.
 
     Attributes:
         kind: ``"fit"``, ``"evaluate"`` or ``"predict"``.
@@ -169,8 +170,9 @@ def autolog(
 
 
 def monitored_calls() -> tuple[MonitoredCall, ...]:
-    """The calls autolog has seen since it was turned on, in call order: those it gave a
-    monitor, and those that came with their own (each such monitor once)."""
+    """The runs of the calls autolog has seen since it was turned on, in the order of their
+    first calls: those it gave a monitor (a model's calls of one kind share one), and those
+    that came with their own (each such monitor once)."""
     return tuple(_settings.calls) if _settings is not None else ()
 
 
