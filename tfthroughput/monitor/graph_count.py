@@ -270,15 +270,18 @@ def _under_last_prefetch(dataset: tf.data.Dataset, function) -> tf.data.Dataset 
 def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
     """Whether tf.data's ``inject_prefetch`` (on unless autotuning or it is switched off)
     would add a ``prefetch(AUTOTUNE)`` after ``dataset``: where its last stage, options
-    aside, is not a prefetch."""
+    aside, is not a prefetch. The stage is looked at first: merging the pipeline's options
+    walks all of it, which a pipeline that ends in a prefetch does not need."""
+    last = dataset
+    while type(last).__name__ == "_OptionsDataset":
+        last = last._input_dataset
+    if type(last).__name__ == "_PrefetchDataset":
+        return False
     options = dataset.options()
-    if options.autotune.enabled is False:
-        return False
-    if options.experimental_optimization.inject_prefetch is False:
-        return False
-    while type(dataset).__name__ == "_OptionsDataset":
-        dataset = dataset._input_dataset
-    return type(dataset).__name__ != "_PrefetchDataset"
+    return (
+        options.autotune.enabled is not False
+        and options.experimental_optimization.inject_prefetch is not False
+    )
 
 
 def _after_count(value):
