@@ -252,9 +252,7 @@ def _under_last_prefetch(dataset: tf.data.Dataset, function) -> tf.data.Dataset 
     run after it, or this TensorFlow names the stage's fields otherwise."""
     if _gets_prefetch_injected(dataset):
         return _inline_map(dataset, function).prefetch(tf.data.AUTOTUNE)
-    last = dataset
-    while type(last).__name__ == "_OptionsDataset":
-        last = last._input_dataset
+    last = _past_options(dataset)
     if type(last).__name__ != "_PrefetchDataset":
         return None
     try:
@@ -272,16 +270,20 @@ def _gets_prefetch_injected(dataset: tf.data.Dataset) -> bool:
     would add a ``prefetch(AUTOTUNE)`` after ``dataset``: where its last stage, options
     aside, is not a prefetch. The stage is looked at first: merging the pipeline's options
     walks all of it, which a pipeline that ends in a prefetch does not need."""
-    last = dataset
-    while type(last).__name__ == "_OptionsDataset":
-        last = last._input_dataset
-    if type(last).__name__ == "_PrefetchDataset":
+    if type(_past_options(dataset)).__name__ == "_PrefetchDataset":
         return False
     options = dataset.options()
     return (
         options.autotune.enabled is not False
         and options.experimental_optimization.inject_prefetch is not False
     )
+
+
+def _past_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """The pipeline's last stage that is not a ``with_options``."""
+    while type(dataset).__name__ == "_OptionsDataset":
+        dataset = dataset._input_dataset
+    return dataset
 
 
 def _after_count(value):
