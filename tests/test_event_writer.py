@@ -222,8 +222,9 @@ def test_a_file_to_append_to_that_is_gone_or_unopenable_gives_a_new_file(tmp_pat
     first = _writer(tmp_path)
     first.close()
     disk.create_error = PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-    with pytest.raises(ValueError, match="Permission denied"):  # and no new file either
+    with pytest.raises(ValueError, match="Permission denied"):
         _writer(tmp_path, disk, append_to=first.path)
+    assert len(event_files(tmp_path / "hardware")) == 2  # fresh's and first's: no new file
     disk.create_error = None
     again = _writer(tmp_path, disk, append_to=first.path)  # the failed try held nothing
     again.close()
