@@ -35,3 +35,20 @@ def test_a_report_that_cannot_be_written_says_why_instead_of_failing(tmp_path):
     written = write_report_quietly([MonitoredCall("fit", "fit-1", str(tmp_path / "empty"))])
     assert written.startswith("not written (")
     assert os.listdir(tmp_path / "empty") == []
+
+
+def test_a_run_of_a_models_calls_in_a_loop_counts_each_call(tmp_path):
+    from fakes import FakeSource
+    from fits import data, tiny_model
+
+    from tfthroughput import GPUMonitor
+
+    gpu = lambda: [FakeSource("gpu0", {"utilization_percent": 40.0})]  # noqa: E731
+    monitor = GPUMonitor(tmp_path, interval=3600, run_name="predict-1", sources=gpu)
+    model, (x, _) = tiny_model(), data()
+    for _ in range(3):
+        model.predict(x, verbose=0, callbacks=[monitor])
+    run = MonitoredCall("predict", "predict-1", str(tmp_path))
+    lines = summary_text([run], None).splitlines()
+    assert lines[1] == "tfthroughput: 3 monitored calls in 1 run"
+    assert lines[2].startswith("predict-1: 3 calls, ")

@@ -23,13 +23,19 @@ def print_summary(calls: Sequence[MonitoredCall], report: str | None) -> None:
 def summary_text(calls: Sequence[MonitoredCall], report: str | None) -> str:
     from tfthroughput.report.call_summary import read_call_summary
 
-    lines = [_RULE, f"tfthroughput: {_calls_line(calls)}"]
+    lines, counted = [], 0
     for call in calls:
         title = _title(call)
         try:
-            lines += read_call_summary(call.kind, title, call.run_dir).lines()
+            summary = read_call_summary(call.kind, title, call.run_dir)
         except Exception as error:  # a run that cannot be read: say so, keep the others
             lines.append(f"{title}: not read ({type(error).__name__}: {error})")
+            counted += 1
+        else:
+            lines += summary.lines()
+            # A fit is one call; an evaluate or predict run holds each call measured into it.
+            counted += 1 if call.kind == "fit" else max(summary.epochs, 1)
+    lines = [_RULE, f"tfthroughput: {_calls_line(calls, counted)}", *lines]
     folders = sorted({call.log_dir for call in calls})
     if folders:
         lines.append(f"runs: {', '.join(folders)} (tensorboard --logdir {folders[0]})")
@@ -46,10 +52,15 @@ def _title(call: MonitoredCall) -> str:
     return call.name
 
 
-def _calls_line(calls: Sequence[MonitoredCall]) -> str:
+def _calls_line(calls: Sequence[MonitoredCall], counted: int) -> str:
+    """How many calls were monitored, and in how many runs where a run holds several (a
+    model's ``predict`` calls in a loop)."""
     if not calls:
         return "the script called no Keras fit, evaluate or predict: nothing was measured"
-    return f"{len(calls)} monitored call{'s' * (len(calls) != 1)}"
+    line = f"{counted} monitored call{'s' * (counted != 1)}"
+    if counted != len(calls):
+        line += f" in {len(calls)} run{'s' * (len(calls) != 1)}"
+    return line
 
 
 def write_report_quietly(calls: Sequence[MonitoredCall]) -> str | None:
