@@ -12,7 +12,6 @@ removes the patch where the method was inherited). The calling of the patched me
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import weakref
@@ -93,20 +92,26 @@ class _Settings:
         monitor = GPUMonitor(log_dir=log_dir, run_name=call.name, **options)
         self.monitors.add(monitor)
         if kind != "fit":
-            with contextlib.suppress(TypeError):  # a model that cannot be held weakly
-                self.inference.setdefault(model, {})[kind, log_dir] = monitor
+            with self.lock:
+                kept = self._model_monitors(model)
+                if kept is not None:
+                    kept[kind, log_dir] = monitor
         return monitor
 
     def _kept(self, model: object, kind: str, log_dir: str) -> GPUMonitor | None:
         """The model's monitor of its earlier ``kind`` calls into ``log_dir``, unless it is
         measuring one now (another thread's call gets a run of its own). Holds the lock."""
-        if kind == "fit":
-            return None
+        kept = self._model_monitors(model) if kind != "fit" else None
+        monitor = None if kept is None else kept.get((kind, log_dir))
+        return None if monitor is None or monitor._measuring_a_call() else monitor
+
+    def _model_monitors(self, model: object) -> dict | None:
+        """The model's inference monitors by (kind, log_dir); None for a model that cannot be
+        held weakly. Holds the lock."""
         try:
-            kept = self.inference.get(model, {}).get((kind, log_dir))
+            return self.inference.setdefault(model, {})
         except TypeError:
             return None
-        return None if kept is None or kept._measuring_a_call() else kept
 
     def _note_own(self, kind: str, monitor: GPUMonitor) -> None:
         call = MonitoredCall(kind, monitor.run_name, os.fspath(monitor.log_dir), own_monitor=True)
