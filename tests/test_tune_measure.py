@@ -73,9 +73,27 @@ def test_a_candidate_whose_own_runs_scatter_is_not_shown_faster():
 
     result = compare(base, cand, rounds=3)
 
-    assert result.ratio == pytest.approx(1.1) and result.rounds == MAX_ROUNDS
+    # Its 9th round is its 4th at or below 1 + MIN_GAIN: at the cap's 15 rounds the low end is
+    # the 4th lowest ratio, so no later round could make it faster, and the rounds stop there.
+    assert result.ratio == pytest.approx(1.1) and result.rounds == 9 < MAX_ROUNDS
     assert result.ratio_low < 1 + MIN_GAIN and not result.faster
     assert result.verdict == "not shown faster"
+
+
+def test_rounds_stop_once_faster_is_out_of_reach_and_go_on_while_it_is_not():
+    log = []
+    # Three low rounds, then high ones: the 4th lowest of 15 could still clear the threshold.
+    late = [1.0, 0.95, 0.9] + [1.3] * 12
+    recovers = compare(
+        FakeRunner("base", [1.0] * 15, log), FakeRunner("cand", [1 / r for r in late], log), 3
+    )
+    assert recovers.faster and recovers.rounds == 13  # the first count whose low end is r(4)
+    # The same with a 4th low round at the 5th: out of reach from there.
+    early = [1.0, 0.95, 0.9, 1.3, 1.02] + [1.3] * 10
+    stopped = compare(
+        FakeRunner("base", [1.0] * 15, log), FakeRunner("cand", [1 / r for r in early], log), 3
+    )
+    assert stopped.rounds == 5 and stopped.verdict == "not shown faster"
 
 
 def test_a_load_ramp_that_slows_both_sides_alike_keeps_the_verdict():

@@ -14,7 +14,8 @@ spread plays a part.
 
 The rule is sequential (:func:`settled`): rounds are added, up to :data:`MAX_ROUNDS`, until the
 interval is narrow (relative half-width at most :data:`NARROW`) or clearly above or below
-``1 + MIN_GAIN``, or the caller's budget stops it. Fewer than 5 rounds give no interval at
+``1 + MIN_GAIN``, *faster* can no longer be reached within the cap, or the caller's budget
+stops it. Fewer than 5 rounds give no interval at
 90 %, so no verdict of *faster*. The figures measured for :data:`MIN_GAIN`: ``docs/tuning.md``
 ("The paired rule").
 """
@@ -125,4 +126,21 @@ def settled(found: PairedRatio, *, cap: int = MAX_ROUNDS) -> bool:
     if not found.covered:
         return False
     threshold = 1.0 + MIN_GAIN
-    return found.half_width <= NARROW or found.low > threshold or found.high < threshold
+    clearly = found.low > threshold or found.high < threshold
+    return found.half_width <= NARROW or clearly or not faster_reachable(found.ratios, cap)
+
+
+def faster_reachable(ratios: Sequence[float], cap: int) -> bool:
+    """Whether more rounds, up to ``cap``, could still make a verdict of *faster*: the low end
+    at ``n`` rounds is the ``k``-th lowest ratio, ``k`` never above its value at ``cap``, so
+    that many ratios at or below ``1 + MIN_GAIN`` rule *faster* out for good. Rounds added past
+    that could only narrow a verdict the search does not act on.
+
+    Example:
+        >>> faster_reachable([1.0, 1.2, 0.9, 1.3, 1.01], cap=15)  # 3 low: 4 rule it out
+        True
+        >>> faster_reachable([1.0, 1.2, 0.9, 1.3, 1.01, 1.02], cap=15)
+        False
+    """
+    rank, _ = sign_test_rank(cap)
+    return sum(ratio <= 1.0 + MIN_GAIN for ratio in ratios) < rank
