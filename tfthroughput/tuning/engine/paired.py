@@ -15,9 +15,8 @@ spread plays a part.
 The rule is sequential (:func:`settled`): rounds are added, up to :data:`MAX_ROUNDS`, until the
 interval is narrow (relative half-width at most :data:`NARROW`) or clearly above or below
 ``1 + MIN_GAIN``, *faster* can no longer be reached within the cap, or the caller's budget
-stops it. Fewer than 5 rounds give no interval at
-90 %, so no verdict of *faster*. The figures measured for :data:`MIN_GAIN`: ``docs/tuning.md``
-("The paired rule").
+stops it. Fewer than 5 rounds give no interval at 90 %, so no verdict of *faster*. The
+figures measured for :data:`MIN_GAIN`: ``docs/tuning.md`` ("The paired rule").
 """
 
 from __future__ import annotations
@@ -120,7 +119,8 @@ def paired_ratio(ratios: Sequence[float]) -> PairedRatio:
 
 def settled(found: PairedRatio, *, cap: int = MAX_ROUNDS) -> bool:
     """Whether a comparison may stop adding rounds: at the ``cap``, or with an interval of
-    :data:`COVERAGE` that is narrow or clearly above or below ``1 + MIN_GAIN``."""
+    :data:`COVERAGE` that is narrow, clearly above or below ``1 + MIN_GAIN``, or past reaching
+    *faster* within the ``cap`` (:func:`faster_reachable`)."""
     if len(found.ratios) >= cap:
         return True
     if not found.covered:
