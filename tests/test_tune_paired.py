@@ -13,7 +13,9 @@ from tfthroughput.tuning import tune
 from tfthroughput.tuning.engine.measure import compare
 from tfthroughput.tuning.engine.paired import (
     COVERAGE,
+    MAX_ROUNDS,
     MIN_GAIN,
+    NARROW,
     paired_ratio,
     settled,
     sign_test_rank,
@@ -46,6 +48,39 @@ def test_verdicts_and_when_rounds_stop():
     assert paired_ratio([1.0 + MIN_GAIN] * 5).verdict == "not shown faster"
     with pytest.raises(ValueError, match="Received: ratios=\\[\\]"):
         paired_ratio([])
+
+
+def rounds_until(stop, ratios):
+    """The verdict where ``stop`` ends a comparison of ``ratios``, and its rounds."""
+    for count in range(5, len(ratios) + 1):
+        found = paired_ratio(ratios[:count])
+        if stop(found):
+            return found.verdict, count
+    raise AssertionError("the cap always stops")
+
+
+def without_the_out_of_reach_stop(found) -> bool:
+    """The rule before rounds stopped once faster was out of reach."""
+    if len(found.ratios) >= MAX_ROUNDS:
+        return True
+    threshold = 1.0 + MIN_GAIN
+    return found.half_width <= NARROW or found.low > threshold or found.high < threshold
+
+
+def test_stopping_once_faster_is_out_of_reach_loses_no_verdict_of_faster():
+    rng = np.random.default_rng(0)
+    fewer = 0
+    for _ in range(3000):
+        # Medians around the threshold, scatter from none to wide: where stopping matters.
+        ratios = list(rng.normal(rng.uniform(0.9, 1.2), rng.uniform(0.0, 0.2), MAX_ROUNDS))
+        now, now_rounds = rounds_until(settled, ratios)
+        before, before_rounds = rounds_until(without_the_out_of_reach_stop, ratios)
+        assert (now == "faster") == (before == "faster"), ratios
+        if now == "faster":
+            assert now_rounds == before_rounds, ratios
+        assert now_rounds <= before_rounds
+        fewer += now_rounds < before_rounds
+    assert fewer > 300  # it does stop sooner, often
 
 
 def tiny_mlp() -> keras.Model:
