@@ -80,7 +80,7 @@ def test_stopping_once_faster_is_out_of_reach_loses_no_verdict_of_faster():
             assert now_rounds == before_rounds, ratios
         assert now_rounds <= before_rounds
         fewer += now_rounds < before_rounds
-    assert fewer > 300  # it does stop sooner, often
+    assert fewer > 900  # it does stop sooner, often (1,086 of 3,000 with this seed)
 
 
 def tiny_mlp() -> keras.Model:
