@@ -10,7 +10,7 @@ import numpy as np
 
 from tfthroughput.tuning.engine.search import Search
 from tfthroughput.tuning.inference.data import inference_data
-from tfthroughput.tuning.inference.predict_runner import LATENCY_SAMPLES, percentile
+from tfthroughput.tuning.inference.predict_runner import latency_samples_due, percentile
 from tfthroughput.tuning.inference.workload import InferenceSettings, InferenceWorkload
 from tfthroughput.tuning.setup import TuneSetup
 
@@ -64,7 +64,7 @@ class FakePredictRunner:
         return self.outputs
 
     def before_round(self):
-        self.sample_latency(LATENCY_SAMPLES)
+        self.sample_latency(latency_samples_due(len(self.latencies)))
 
     def figures(self):
         return {

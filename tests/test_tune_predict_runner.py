@@ -17,6 +17,7 @@ from tfthroughput.tuning.engine.trial_model import TrialFailed
 from tfthroughput.tuning.inference.data import inference_data
 from tfthroughput.tuning.inference.predict_runner import (
     LATENCY_SAMPLES,
+    MOST_LATENCY_SAMPLES,
     PredictRunner,
     _FromExecution,
     percentile,
@@ -99,6 +100,18 @@ def test_a_run_of_one_execution_cannot_be_timed():
     trial.start()
     with pytest.raises(TrialFailed, match=r"^predict ran fewer than 4 batches$"):
         trial.run()
+
+
+def test_latency_is_sampled_before_each_round_until_the_runner_holds_enough():
+    trial, _ = runner()
+    trial.start()
+    held = []
+    for _ in range(8):
+        trial.before_round()
+        held.append(len(trial.latencies))
+    # 5 single-batch calls before each of the first 5 rounds, none after: a heavy model's
+    # rounds are not spent on more of them.
+    assert held == [5, 10, 15, 20, 25, 25, 25, 25] and MOST_LATENCY_SAMPLES == 25
 
 
 def test_latency_samples_are_single_batch_calls_and_their_quantiles():
