@@ -2,8 +2,8 @@
 
 A timed run is one ``predict`` call over ``steps`` batches, timed from the start of its second
 execution to the call's return (outputs copied back to the host included): ``predict``'s set-up
-(its data adapter and iterator: 0.1-0.3 s per call on the development machine) is paid once
-per call whatever the knobs, once in a batch job, and would otherwise swamp short runs. The
+(its data adapter and iterator; its cost: ``docs/tuning.md``, "Inference") is paid once per
+call whatever the knobs, once in a batch job, and would otherwise swamp short runs. The
 latency of one batch is one ``predict_on_batch`` call on a batch of the trial's size: what a
 server answering one request of that many examples waits; ``steps_per_execution`` groups
 batches inside ``predict`` only, so it leaves that figure unchanged.
